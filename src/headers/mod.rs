@@ -32,3 +32,28 @@ impl RateLimitInfo {
         })
     }
 }
+
+mod response;
+
+impl RateLimitInfo {
+    /// Parses every rate-limit dialect in `headers`, measuring dates against the local clock
+    /// when the response carries no `Date` header.
+    pub fn from_headers(headers: &http::HeaderMap) -> RateLimitInfo {
+        Self::from_headers_at(headers, std::time::SystemTime::now())
+    }
+
+    /// Parses every rate-limit dialect in `headers`, with `now` as the local clock.
+    pub fn from_headers_at(headers: &http::HeaderMap, now: std::time::SystemTime) -> RateLimitInfo {
+        // Interim: Retry-After delay-seconds only; the full parser replaces this body.
+        let _ = now;
+        let retry_after = headers
+            .get(http::header::RETRY_AFTER)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|s| s.trim().parse::<u64>().ok())
+            .map(std::time::Duration::from_secs);
+        RateLimitInfo {
+            retry_after,
+            ..RateLimitInfo::default()
+        }
+    }
+}
