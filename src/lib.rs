@@ -4,10 +4,12 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+mod client;
 pub mod headers;
 pub mod limiter;
 #[cfg(feature = "mock")]
 pub mod mock;
 pub mod retry;
 
+pub use client::{PoliteClientBuilder, client};
 pub use headers::RateLimitInfo;

@@ -1,7 +1,26 @@
-//! Retries with jitter, honouring what the server says.
+//! Retries that honour what the server says, spread with jitter, bounded in count, time and
+//! load.
 //!
-//! (module docs: written with the middleware)
+//! [`RetryMiddleware`] is a `reqwest_middleware` layer. What is retryable is decided by a
+//! [`Classify`] implementation ([`DefaultClassifier`] unless replaced); how often and how long
+//! by a [`RetryPolicy`]; how much extra load retries may add by a [`RetryBudget`]. Waits go
+//! through one [`Sleeper`] hook.
 
+mod budget;
+mod classify;
+mod error;
 mod jitter;
+mod middleware;
+mod policy;
+mod sleep;
 
+pub use budget::RetryBudget;
+pub use classify::{
+    Classify, DefaultClassifier, RequestFacts, RetryReason, Verdict, classify_error,
+    classify_status, is_idempotent,
+};
+pub use error::RetryError;
 pub use jitter::Jitter;
+pub use middleware::{RetryMiddleware, RetryOverride};
+pub use policy::{Backoff, RetryPolicy};
+pub use sleep::{Sleeper, TokioSleeper};

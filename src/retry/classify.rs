@@ -1,0 +1,175 @@
+use std::error::Error as _;
+
+use http::{Method, StatusCode};
+
+/// Why an attempt may be retried.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum RetryReason {
+    /// 429: the server refused without processing; safe for every method.
+    RateLimited,
+    /// 408, 500, 502, 503, 504: the server may have processed the request.
+    ServerError(StatusCode),
+    /// The request timed out.
+    Timeout,
+    /// The connection failed or was lost before a response arrived.
+    Connection,
+}
+
+impl RetryReason {
+    /// A short name for logs.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            RetryReason::RateLimited => "rate_limited",
+            RetryReason::ServerError(_) => "server_error",
+            RetryReason::Timeout => "timeout",
+            RetryReason::Connection => "connection",
+        }
+    }
+}
+
+/// What a classifier says of one attempt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    /// Return this outcome to the caller.
+    Done,
+    /// Retry, for this reason (the policy still decides whether and when).
+    Retry(RetryReason),
+}
+
+/// The facts of a request a classifier may look at (the request itself is already sent).
+#[derive(Debug, Clone)]
+pub struct RequestFacts {
+    /// The request's method.
+    pub method: Method,
+    /// Whether it carries an `Idempotency-Key` header.
+    pub has_idempotency_key: bool,
+}
+
+impl RequestFacts {
+    /// The facts of `request`.
+    pub fn of(request: &reqwest::Request) -> Self {
+        RequestFacts {
+            method: request.method().clone(),
+            has_idempotency_key: request.headers().contains_key("idempotency-key"),
+        }
+    }
+
+    /// Whether re-sending cannot do harm: an idempotent method, or an `Idempotency-Key`.
+    pub fn is_replay_safe(&self) -> bool {
+        self.has_idempotency_key || is_idempotent(&self.method)
+    }
+}
+
+/// The methods RFC 9110 defines as idempotent: GET, HEAD, OPTIONS, PUT, DELETE, TRACE.
+pub fn is_idempotent(method: &Method) -> bool {
+    matches!(
+        *method,
+        Method::GET | Method::HEAD | Method::OPTIONS | Method::PUT | Method::DELETE | Method::TRACE
+    )
+}
+
+/// Decides which outcomes are worth retrying. Replace it to change what is retried; the policy
+/// (how often, how long) stays separate.
+///
+/// ```
+/// use reqwest_polite::retry::{Classify, DefaultClassifier, RequestFacts, RetryReason, Verdict};
+///
+/// /// Also retries 409 Conflict for idempotent requests.
+/// struct RetryConflicts;
+/// impl Classify for RetryConflicts {
+///     fn classify(
+///         &self,
+///         request: &RequestFacts,
+///         outcome: Result<&reqwest::Response, &reqwest_middleware::Error>,
+///     ) -> Verdict {
+///         match outcome {
+///             Ok(r) if r.status() == 409 && request.is_replay_safe() => {
+///                 Verdict::Retry(RetryReason::ServerError(r.status()))
+///             }
+///             _ => DefaultClassifier.classify(request, outcome),
+///         }
+///     }
+/// }
+/// ```
+pub trait Classify: Send + Sync + 'static {
+    /// The verdict on one attempt's outcome.
+    fn classify(
+        &self,
+        request: &RequestFacts,
+        outcome: Result<&reqwest::Response, &reqwest_middleware::Error>,
+    ) -> Verdict;
+}
+
+/// The default rules: 429 for every method; 408, 500, 502, 503, 504, timeouts and connection
+/// errors only when replay-safe ([`RequestFacts::is_replay_safe`]); nothing else.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct DefaultClassifier;
+
+impl Classify for DefaultClassifier {
+    fn classify(
+        &self,
+        request: &RequestFacts,
+        outcome: Result<&reqwest::Response, &reqwest_middleware::Error>,
+    ) -> Verdict {
+        let reason = match outcome {
+            Ok(response) => classify_status(response.status()),
+            Err(error) => classify_error(error),
+        };
+        match reason {
+            Some(RetryReason::RateLimited) => Verdict::Retry(RetryReason::RateLimited),
+            Some(reason) if request.is_replay_safe() => Verdict::Retry(reason),
+            _ => Verdict::Done,
+        }
+    }
+}
+
+/// The retry reason a status stands for, if any (before looking at the method).
+pub fn classify_status(status: StatusCode) -> Option<RetryReason> {
+    match status.as_u16() {
+        429 => Some(RetryReason::RateLimited),
+        408 | 500 | 502 | 503 | 504 => Some(RetryReason::ServerError(status)),
+        _ => None,
+    }
+}
+
+/// The retry reason a transport error stands for, if any (before looking at the method).
+/// Errors raised by other middleware are never retried.
+pub fn classify_error(error: &reqwest_middleware::Error) -> Option<RetryReason> {
+    let reqwest_middleware::Error::Reqwest(error) = error else {
+        return None;
+    };
+    if error.is_timeout() {
+        Some(RetryReason::Timeout)
+    } else if error.is_connect() || is_connection_lost(error) {
+        Some(RetryReason::Connection)
+    } else {
+        None
+    }
+}
+
+/// A connection reset, closed or broken while the request was in flight.
+fn is_connection_lost(error: &reqwest::Error) -> bool {
+    use std::io::ErrorKind;
+    if !error.is_request() && !error.is_body() {
+        return false;
+    }
+    let mut source = error.source();
+    while let Some(cause) = source {
+        if let Some(io) = cause.downcast_ref::<std::io::Error>() {
+            return matches!(
+                io.kind(),
+                ErrorKind::ConnectionReset
+                    | ErrorKind::ConnectionAborted
+                    | ErrorKind::BrokenPipe
+                    | ErrorKind::UnexpectedEof
+            );
+        }
+        // hyper reports a peer that hung up before answering as an incomplete message.
+        if let Some(hyper) = cause.downcast_ref::<hyper::Error>() {
+            return hyper.is_incomplete_message() || hyper.is_closed() || hyper.is_canceled();
+        }
+        source = cause.source();
+    }
+    false
+}

@@ -1,0 +1,162 @@
+use std::time::Duration;
+
+use super::Jitter;
+
+/// Exponential backoff for failures that came with no server-dictated wait.
+///
+/// The n-th retry (counting from 0) waits `min(base × factor^n, max)`, then jittered.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Backoff {
+    /// The first wait.
+    pub base: Duration,
+    /// The growth per retry (1.0 keeps the wait constant).
+    pub factor: f64,
+    /// The largest wait backoff ever asks for.
+    pub max: Duration,
+}
+
+impl Default for Backoff {
+    fn default() -> Self {
+        Backoff {
+            base: Duration::from_millis(200),
+            factor: 2.0,
+            max: Duration::from_secs(30),
+        }
+    }
+}
+
+impl Backoff {
+    /// The wait before retry number `retry` (0 for the first retry), before jitter.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use reqwest_polite::retry::Backoff;
+    ///
+    /// let b = Backoff { base: Duration::from_millis(100), factor: 2.0, max: Duration::from_secs(1) };
+    /// assert_eq!(b.delay(0), Duration::from_millis(100));
+    /// assert_eq!(b.delay(3), Duration::from_millis(800));
+    /// assert_eq!(b.delay(60), Duration::from_secs(1));
+    /// ```
+    pub fn delay(&self, retry: u32) -> Duration {
+        let factor = if self.factor.is_finite() && self.factor >= 1.0 {
+            self.factor
+        } else {
+            1.0
+        };
+        let grown = self.base.as_secs_f64() * factor.powi(retry.min(1024) as i32);
+        Duration::try_from_secs_f64(grown)
+            .unwrap_or(Duration::MAX)
+            .min(self.max)
+    }
+}
+
+/// When and how long to retry. Built like a sentence:
+///
+/// ```
+/// use std::time::Duration;
+/// use reqwest_polite::retry::{Jitter, RetryPolicy};
+///
+/// let policy = RetryPolicy::new()
+///     .with_max_retries(5)
+///     .with_max_wait(Duration::from_secs(30))
+///     .with_deadline(Duration::from_secs(120))
+///     .with_jitter(Jitter::NotBefore(0.1))
+///     .with_seed(42);
+/// assert_eq!(policy.max_retries(), 5);
+/// ```
+#[derive(Debug, Clone, PartialEq)]
+pub struct RetryPolicy {
+    pub(crate) max_retries: u32,
+    pub(crate) max_wait: Duration,
+    pub(crate) deadline: Option<Duration>,
+    pub(crate) backoff: Backoff,
+    pub(crate) jitter: Jitter,
+    pub(crate) seed: Option<u64>,
+}
+
+impl Default for RetryPolicy {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl RetryPolicy {
+    /// The defaults: 3 retries, a 60 s cap on one wait, no total deadline, backoff from 200 ms
+    /// doubling up to 30 s, ±10% jitter, an RNG seeded by the OS.
+    pub const fn new() -> Self {
+        RetryPolicy {
+            max_retries: 3,
+            max_wait: Duration::from_secs(60),
+            deadline: None,
+            backoff: Backoff {
+                base: Duration::from_millis(200),
+                factor: 2.0,
+                max: Duration::from_secs(30),
+            },
+            jitter: Jitter::Symmetric(0.1),
+            seed: None,
+        }
+    }
+
+    /// Retries after the first attempt, at most (0: never retry).
+    pub const fn with_max_retries(mut self, retries: u32) -> Self {
+        self.max_retries = retries;
+        self
+    }
+
+    /// The longest single wait that is slept. A server asking for more gets an immediate
+    /// [`RetryError::WaitTooLong`](super::RetryError::WaitTooLong) carrying its wait.
+    pub const fn with_max_wait(mut self, cap: Duration) -> Self {
+        self.max_wait = cap;
+        self
+    }
+
+    /// A total budget of time from the first attempt: no wait is started that would end past it.
+    pub const fn with_deadline(mut self, deadline: Duration) -> Self {
+        self.deadline = Some(deadline);
+        self
+    }
+
+    /// The backoff used when the server gave no wait.
+    pub const fn with_backoff(mut self, backoff: Backoff) -> Self {
+        self.backoff = backoff;
+        self
+    }
+
+    /// How every wait (server-dictated or backoff) is spread.
+    pub const fn with_jitter(mut self, jitter: Jitter) -> Self {
+        self.jitter = jitter;
+        self
+    }
+
+    /// Seeds the jitter RNG, for reproducible waits.
+    pub const fn with_seed(mut self, seed: u64) -> Self {
+        self.seed = Some(seed);
+        self
+    }
+
+    /// Retries after the first attempt, at most.
+    pub const fn max_retries(&self) -> u32 {
+        self.max_retries
+    }
+
+    /// The cap on one wait.
+    pub const fn max_wait(&self) -> Duration {
+        self.max_wait
+    }
+
+    /// The total deadline, if any.
+    pub const fn deadline(&self) -> Option<Duration> {
+        self.deadline
+    }
+
+    /// The backoff for waits the server did not dictate.
+    pub const fn backoff(&self) -> Backoff {
+        self.backoff
+    }
+
+    /// The jitter applied to every wait.
+    pub const fn jitter(&self) -> Jitter {
+        self.jitter
+    }
+}
