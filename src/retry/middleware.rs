@@ -186,26 +186,27 @@ impl Middleware for RetryMiddleware {
                 Ok(response) => RateLimitInfo::of_response(response).server_wait(),
                 Err(_) => None,
             };
-            if let (Some(server_wait), Ok(_)) = (server_wait, &outcome) {
-                if server_wait > policy.max_wait {
-                    tracing::warn!(
+            if let Some(server_wait) = server_wait
+                && server_wait > policy.max_wait
+                && outcome.is_ok()
+            {
+                tracing::warn!(
+                    attempts,
+                    ?status,
+                    server_wait_ms = server_wait.as_millis() as u64,
+                    cap_ms = policy.max_wait.as_millis() as u64,
+                    "server wait above the cap: giving up at once"
+                );
+                let response = outcome.expect("matched Ok above");
+                return Err(reqwest_middleware::Error::middleware(
+                    RetryError::WaitTooLong {
+                        status: response.status(),
+                        server_wait,
+                        cap: policy.max_wait,
                         attempts,
-                        ?status,
-                        server_wait_ms = server_wait.as_millis() as u64,
-                        cap_ms = policy.max_wait.as_millis() as u64,
-                        "server wait above the cap: giving up at once"
-                    );
-                    let response = outcome.expect("matched Ok above");
-                    return Err(reqwest_middleware::Error::middleware(
-                        RetryError::WaitTooLong {
-                            status: response.status(),
-                            server_wait,
-                            cap: policy.max_wait,
-                            attempts,
-                            response: Box::new(response),
-                        },
-                    ));
-                }
+                        response: Box::new(response),
+                    },
+                ));
             }
             let base = server_wait.unwrap_or_else(|| policy.backoff.delay(attempts - 1));
             let wait = self.draw_wait(&policy, &mut own_rng, base);
@@ -234,11 +235,11 @@ impl Middleware for RetryMiddleware {
                     };
                 }
             }
-            if let Some(budget) = &self.budget {
-                if !budget.try_withdraw() {
-                    tracing::warn!(attempts, ?status, "retry budget exhausted: not retrying");
-                    return outcome;
-                }
+            if let Some(budget) = &self.budget
+                && !budget.try_withdraw()
+            {
+                tracing::warn!(attempts, ?status, "retry budget exhausted: not retrying");
+                return outcome;
             }
             tracing::info!(
                 attempt = attempts,
