@@ -1,1 +1,233 @@
-fn main() {}
+//! `polite_fetch`: send N GET requests from C tasks through the polite client and report.
+//!
+//! ```text
+//! polite_fetch URL [--requests N] [--concurrency C] [--max-retries M] [--no-retry] [--json]
+//! ```
+//! `{i}` in URL is replaced by the request index (0..N). Without a URL, an embedded wiremock
+//! server that rate-limits is started, so the demo needs nothing else (no Redis, no network).
+
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::time::Instant;
+
+use clap::Parser;
+use hdrhistogram::Histogram;
+use http::Extensions;
+use indicatif::{ProgressBar, ProgressStyle};
+use reqwest_middleware::{Middleware, Next};
+use reqwest_polite::PoliteClientBuilder;
+use reqwest_polite::retry::{RetryMiddleware, RetryPolicy};
+
+#[derive(Parser, Debug)]
+#[command(about = "Send GET requests politely and report what happened")]
+struct Args {
+    /// URL to fetch; `{i}` becomes the request index. Omit it for the embedded demo server.
+    url: Option<String>,
+    /// Requests to send (default 1; 40 for the embedded demo).
+    #[arg(long)]
+    requests: Option<usize>,
+    /// Tasks sending concurrently (default 1; 8 for the embedded demo).
+    #[arg(long)]
+    concurrency: Option<usize>,
+    /// Retries per request after the first attempt.
+    #[arg(long, default_value_t = 3)]
+    max_retries: u32,
+    /// Send each request once.
+    #[arg(long)]
+    no_retry: bool,
+    /// End with one JSON object on the last stdout line.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Counts every attempt that reaches the network, and the 429s among them (retries included).
+#[derive(Default, Clone)]
+struct AttemptCounter {
+    attempts: Arc<AtomicU64>,
+    status_429: Arc<AtomicU64>,
+}
+
+#[async_trait::async_trait]
+impl Middleware for AttemptCounter {
+    async fn handle(
+        &self,
+        req: reqwest::Request,
+        extensions: &mut Extensions,
+        next: Next<'_>,
+    ) -> reqwest_middleware::Result<reqwest::Response> {
+        self.attempts.fetch_add(1, Ordering::Relaxed);
+        let outcome = next.run(req, extensions).await;
+        if matches!(&outcome, Ok(r) if r.status() == 429) {
+            self.status_429.fetch_add(1, Ordering::Relaxed);
+        }
+        outcome
+    }
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .compact()
+        .without_time()
+        .with_target(false)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .with_writer(std::io::stderr)
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| "reqwest_polite=info".into()),
+        )
+        .init();
+    let args = Args::parse();
+
+    let (_demo, url, requests, concurrency) = match &args.url {
+        Some(url) => (
+            None,
+            url.clone(),
+            args.requests.unwrap_or(1),
+            args.concurrency.unwrap_or(1),
+        ),
+        None => {
+            let server = demo::start().await;
+            let url = format!("{}/items/{{i}}", server.uri());
+            eprintln!(
+                "demo: embedded server at {} allows {} requests per {:?}",
+                server.uri(),
+                demo::LIMIT,
+                demo::WINDOW
+            );
+            (
+                Some(server),
+                url,
+                args.requests.unwrap_or(40),
+                args.concurrency.unwrap_or(8),
+            )
+        }
+    };
+    let concurrency = concurrency.clamp(1, requests.max(1));
+
+    let counter = AttemptCounter::default();
+    let mut builder = PoliteClientBuilder::new();
+    builder = if args.no_retry {
+        builder.no_retry()
+    } else {
+        builder.retry(RetryMiddleware::new(
+            RetryPolicy::new().with_max_retries(args.max_retries),
+        ))
+    };
+    let client = builder.with_inner(counter.clone()).build();
+
+    let progress = ProgressBar::new(requests as u64);
+    progress.set_style(
+        ProgressStyle::with_template("{bar:40} {pos}/{len} {elapsed_precise} {msg}")
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
+    let next_index = Arc::new(AtomicUsize::new(0));
+    let started = Instant::now();
+    let mut tasks = Vec::new();
+    for _ in 0..concurrency {
+        let (client, url, next_index, progress) = (
+            client.clone(),
+            url.clone(),
+            next_index.clone(),
+            progress.clone(),
+        );
+        tasks.push(tokio::spawn(async move {
+            let mut results = Vec::new();
+            loop {
+                let i = next_index.fetch_add(1, Ordering::Relaxed);
+                if i >= requests {
+                    return results;
+                }
+                let sent = Instant::now();
+                let ok = match client.get(url.replace("{i}", &i.to_string())).send().await {
+                    Ok(response) => response.status().is_success(),
+                    Err(error) => {
+                        progress.suspend(|| eprintln!("request {i}: {error}"));
+                        false
+                    }
+                };
+                progress.inc(1);
+                results.push((ok, sent.elapsed()));
+            }
+        }));
+    }
+    let mut latencies = Histogram::<u64>::new(3).expect("3 significant figures is valid");
+    let (mut succeeded, mut failed) = (0u64, 0u64);
+    for task in tasks {
+        for (ok, latency) in task.await.expect("a request task panicked") {
+            if ok {
+                succeeded += 1;
+            } else {
+                failed += 1;
+            }
+            latencies.saturating_record(latency.as_millis() as u64);
+        }
+    }
+    progress.finish_and_clear();
+    let elapsed_ms = started.elapsed().as_millis() as u64;
+    let attempts = counter.attempts.load(Ordering::Relaxed);
+    let status_429 = counter.status_429.load(Ordering::Relaxed);
+    let retries = attempts.saturating_sub(requests as u64);
+    let (p50, p99) = (
+        latencies.value_at_quantile(0.5),
+        latencies.value_at_quantile(0.99),
+    );
+
+    println!(
+        "{requests} requests: {succeeded} succeeded, {failed} failed; {attempts} attempts \
+         ({retries} retries), {status_429} answered 429; {elapsed_ms} ms in all; \
+         latency p50 {p50} ms, p99 {p99} ms"
+    );
+    if args.json {
+        let summary = serde_json::json!({
+            "requests": requests,
+            "succeeded": succeeded,
+            "failed": failed,
+            "status_429": status_429,
+            "retries": retries,
+            "elapsed_ms": elapsed_ms,
+            "p50_ms": p50,
+            "p99_ms": p99,
+        });
+        println!("{summary}");
+    }
+    if failed == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
+}
+
+/// The embedded demo server: a fixed window per server, 429 with `Retry-After` when spent.
+mod demo {
+    use std::sync::Mutex;
+    use std::time::{Duration, Instant};
+
+    use wiremock::{Mock, MockServer, Request, ResponseTemplate};
+
+    pub const LIMIT: u64 = 10;
+    pub const WINDOW: Duration = Duration::from_secs(1);
+
+    pub async fn start() -> MockServer {
+        let server = MockServer::start().await;
+        let window = Mutex::new((Instant::now(), 0u64));
+        Mock::given(wiremock::matchers::any())
+            .respond_with(move |_: &Request| {
+                let mut w = window.lock().unwrap();
+                if w.0.elapsed() >= WINDOW {
+                    *w = (Instant::now(), 0);
+                }
+                if w.1 < LIMIT {
+                    w.1 += 1;
+                    ResponseTemplate::new(200).set_body_string("ok")
+                } else {
+                    let left = WINDOW.saturating_sub(w.0.elapsed()).as_secs_f64().ceil();
+                    ResponseTemplate::new(429).insert_header("retry-after", left.to_string())
+                }
+            })
+            .mount(&server)
+            .await;
+        server
+    }
+}

@@ -1,4 +1,6 @@
-use reqwest_middleware::{ClientBuilder, ClientWithMiddleware};
+use std::sync::Arc;
+
+use reqwest_middleware::{ClientBuilder, ClientWithMiddleware, Middleware};
 
 use crate::retry::{RetryMiddleware, RetryPolicy};
 
@@ -25,10 +27,19 @@ pub fn client() -> ClientWithMiddleware {
 ///     .build();
 /// # drop(client);
 /// ```
-#[derive(Debug)]
 pub struct PoliteClientBuilder {
     client: Option<reqwest::Client>,
     retry: Option<RetryMiddleware>,
+    inner: Vec<Arc<dyn Middleware>>,
+}
+
+impl std::fmt::Debug for PoliteClientBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PoliteClientBuilder")
+            .field("retry", &self.retry)
+            .field("inner_layers", &self.inner.len())
+            .finish_non_exhaustive()
+    }
 }
 
 impl Default for PoliteClientBuilder {
@@ -43,6 +54,7 @@ impl PoliteClientBuilder {
         PoliteClientBuilder {
             client: None,
             retry: Some(RetryMiddleware::new(RetryPolicy::new())),
+            inner: Vec::new(),
         }
     }
 
@@ -69,11 +81,21 @@ impl PoliteClientBuilder {
         self
     }
 
+    /// Adds `middleware` below the polite layers, closest to the network: it sees every
+    /// attempt, retries included (metrics, auth refresh, logging).
+    pub fn with_inner(mut self, middleware: impl Middleware) -> Self {
+        self.inner.push(Arc::new(middleware));
+        self
+    }
+
     /// The client.
     pub fn build(self) -> ClientWithMiddleware {
         let mut builder = ClientBuilder::new(self.client.unwrap_or_default());
         if let Some(retry) = self.retry {
             builder = builder.with(retry);
+        }
+        for middleware in self.inner {
+            builder = builder.with_arc(middleware);
         }
         builder.build()
     }

@@ -12,4 +12,9 @@ pub mod mock;
 pub mod retry;
 
 pub use client::{PoliteClientBuilder, client};
+
+/// The README's examples, compiled and run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;
 pub use headers::RateLimitInfo;
