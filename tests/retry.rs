@@ -165,8 +165,8 @@ async fn honours_openai_reset_durations() {
 
 #[tokio::test]
 async fn honours_anthropic_rfc3339_reset() {
-    // 2026-11-30T00:00:00Z is 1,796,083,200 s after the epoch.
-    let server_now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_796_083_200);
+    // 2026-11-30T00:00:00Z is 1,795,996,800 s after the epoch.
+    let server_now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_795_996_800);
     let headers = [
         ("date", http_date(server_now)),
         ("anthropic-ratelimit-requests-limit", "50".into()),
