@@ -1,6 +1,43 @@
 //! Polite `reqwest` clients for rate-limited HTTP APIs.
 //!
-//! (crate docs and quick start: written with the retry module)
+//! A polite client does what the server says, never stampedes, and never loses a request:
+//!
+//! - [`headers`] reads `Retry-After` and every common rate-limit dialect into one
+//!   [`RateLimitInfo`], once per response;
+//! - [`retry`] retries 429s (any method) and transient failures (replay-safe requests only),
+//!   waiting what the server said with ±10% jitter, within a cap, a deadline and a budget;
+//! - [`limiter`] holds the rate-limiting algorithms, in memory and as atomic Redis scripts;
+//! - `mock` (feature `mock`) serves wiremock APIs that rate-limit like real ones.
+//!
+//! # Quick start
+//!
+//! ```
+//! use reqwest_polite::retry::RetryPolicy;
+//! use wiremock::{Mock, MockServer, ResponseTemplate, matchers::method};
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), reqwest_middleware::Error> {
+//! // Arrange: a server that refuses the first request, asking for a 1 s pause.
+//! let server = MockServer::start().await;
+//! Mock::given(method("GET"))
+//!     .respond_with(ResponseTemplate::new(429).insert_header("retry-after", "1"))
+//!     .up_to_n_times(1)
+//!     .with_priority(1)
+//!     .mount(&server)
+//!     .await;
+//! Mock::given(method("GET")).respond_with(ResponseTemplate::new(200)).mount(&server).await;
+//!
+//! // Act: one line for the defaults, or a builder for more.
+//! let client = reqwest_polite::PoliteClientBuilder::new()
+//!     .retry_policy(RetryPolicy::new().with_max_retries(3))
+//!     .build();
+//! let response = client.get(server.uri()).send().await?;
+//!
+//! // Assert: the 429 was waited out (0.9 to 1.1 s) and retried.
+//! assert_eq!(response.status(), 200);
+//! # Ok(())
+//! # }
+//! ```
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
