@@ -4,6 +4,7 @@
 //! (module docs: written with the algorithms)
 
 mod clock;
+pub mod redis;
 
 use std::time::Duration;
 
