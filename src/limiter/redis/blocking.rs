@@ -34,7 +34,7 @@ pub struct BlockingRedisStore {
 
 enum Target {
     Standalone(redis::Client),
-    Cluster(ClusterClient),
+    Cluster(Box<ClusterClient>),
 }
 
 impl fmt::Debug for BlockingRedisStore {
@@ -67,7 +67,7 @@ impl BlockingRedisStore {
             .retries(1)
             .build()
             .map_err(RedisLimitError::Redis)?;
-        let store = Self::new(Target::Cluster(client), opts);
+        let store = Self::new(Target::Cluster(Box::new(client)), opts);
         let connection = store.connect()?;
         *store.lock() = Some(connection);
         Ok(store)
