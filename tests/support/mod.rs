@@ -1,7 +1,7 @@
 //! Shared helpers for integration tests: real `redis-server` processes on free loopback ports.
 //!
 //! A test file uses them with `mod support;`. Not every file uses every helper.
-#![allow(dead_code)]
+#![allow(dead_code, unused_imports)]
 
 mod ports;
 mod process;
