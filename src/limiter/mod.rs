@@ -83,6 +83,7 @@ mod fixed_window;
 mod keyed;
 mod leaky_bucket;
 mod rate;
+pub mod redis;
 mod sliding_window_counter;
 mod sliding_window_log;
 mod time;
