@@ -82,11 +82,11 @@ mod fixed_window;
 mod keyed;
 mod leaky_bucket;
 mod rate;
+pub mod redis;
 mod sliding_window_counter;
 mod sliding_window_log;
 mod time;
 mod token_bucket;
-pub mod redis;
 
 use std::time::Duration;
 

@@ -83,6 +83,11 @@ impl LimitSpec {
         capacity: u64,
         refill_per_sec: f64,
     ) -> Result<Self, RedisLimitError> {
+        if capacity == 0 {
+            return Err(RedisLimitError::InvalidConfig {
+                reason: "capacity must be above zero",
+            });
+        }
         if !(refill_per_sec.is_finite() && refill_per_sec > 0.0) {
             return Err(RedisLimitError::InvalidConfig {
                 reason: "refill rate must be a finite number of tokens per second above zero",
@@ -106,6 +111,11 @@ impl LimitSpec {
         limit: u64,
         window: Duration,
     ) -> Result<Self, RedisLimitError> {
+        if limit == 0 {
+            return Err(RedisLimitError::InvalidConfig {
+                reason: "limit must be above zero",
+            });
+        }
         if window.is_zero() {
             return Err(RedisLimitError::InvalidConfig {
                 reason: "window must be longer than zero",
@@ -373,6 +383,8 @@ mod tests {
             assert!(LimitSpec::token_bucket("b".into(), 1, rate).is_err());
         }
         assert!(LimitSpec::sliding_window_log("l".into(), 1, Duration::ZERO).is_err());
+        assert!(LimitSpec::fixed_window("f".into(), 0, Duration::from_secs(1)).is_err());
+        assert!(LimitSpec::token_bucket("b".into(), 0, 1.0).is_err());
     }
 
     #[test]

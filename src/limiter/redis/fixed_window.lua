@@ -12,13 +12,15 @@ local time = redis.call('TIME')
 local now = tonumber(time[1]) * 1000000 + tonumber(time[2])
 
 local index = math.floor(now / window)
-local window_end = (index + 1) * window - now
-
 local state = redis.call('HMGET', KEYS[1], 'w', 'n')
+local stored = tonumber(state[1])
 local used = 0
-if tonumber(state[1]) == index then
+-- a server clock that stepped back keeps counting in the window already reached
+if stored ~= nil and stored >= index then
+  index = stored
   used = tonumber(state[2]) or 0
 end
+local window_end = (index + 1) * window - now
 
 local allowed = 0
 local retry_after = ''

@@ -32,7 +32,7 @@ pub struct RedisLimiter {
 
 impl RedisLimiter {
     /// At most `limit` units per window; windows are aligned to multiples of `window` on the
-    /// Redis server's clock. Fails on a zero window.
+    /// Redis server's clock. Fails on a zero limit or window.
     pub fn fixed_window(
         store: RedisStore,
         name: impl Into<String>,
@@ -46,7 +46,7 @@ impl RedisLimiter {
     }
 
     /// At most `limit` units within any `window`, exactly (one sorted-set entry per unit).
-    /// Fails on a zero window.
+    /// Fails on a zero limit or window.
     pub fn sliding_window_log(
         store: RedisStore,
         name: impl Into<String>,
@@ -60,7 +60,7 @@ impl RedisLimiter {
     }
 
     /// About `limit` units per sliding `window`, estimated from two fixed-window counts.
-    /// Fails on a zero window.
+    /// Fails on a zero limit or window.
     pub fn sliding_window_counter(
         store: RedisStore,
         name: impl Into<String>,
@@ -73,8 +73,8 @@ impl RedisLimiter {
         ))
     }
 
-    /// A bucket of `capacity` tokens refilled at `refill_per_sec`, starting full. Fails unless
-    /// the rate is finite and above zero.
+    /// A bucket of `capacity` tokens refilled at `refill_per_sec`, starting full. Fails on a zero
+    /// capacity, and unless the rate is finite and above zero.
     pub fn token_bucket(
         store: RedisStore,
         name: impl Into<String>,

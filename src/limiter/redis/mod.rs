@@ -16,8 +16,10 @@
 //! [`Decision`](crate::limiter::Decision) as the in-memory limiters, and every call ends within
 //! the command timeout with a decision or a [`RedisLimitError`].
 //!
-//! Numbers: limits and costs above 2^53 are clamped to 2^53 (Lua numbers are doubles), windows
-//! are counted in whole microseconds (at least one, at most 2^52).
+//! Zero limits, capacities, windows and non-positive rates are rejected with
+//! [`RedisLimitError::InvalidConfig`], as the in-memory limiters reject them. Limits and costs
+//! above 2^53 are clamped to 2^53 (Lua numbers are doubles); windows are counted in whole
+//! microseconds (at least one, at most 2^52).
 
 mod algorithm;
 mod blocking;

@@ -13,10 +13,11 @@ local now = tonumber(time[1]) * 1000000 + tonumber(time[2])
 
 local state = redis.call('HMGET', KEYS[1], 't', 'at')
 local tokens = capacity
+local at = now
 if state[1] and state[2] then
-  -- a server clock that stepped back refills nothing rather than draining
-  local idle = math.max(0, now - tonumber(state[2]))
-  tokens = math.min(capacity, tonumber(state[1]) + idle * per_us)
+  -- a server clock that stepped back refills nothing until it passes the last time seen
+  at = math.max(now, tonumber(state[2]))
+  tokens = math.min(capacity, tonumber(state[1]) + (at - tonumber(state[2])) * per_us)
 end
 
 local allowed = 0
@@ -26,7 +27,7 @@ if tokens >= cost then
   if cost > 0 then
     tokens = tokens - cost
     -- '%.17g' keeps the fraction exactly; Lua numbers would leave as truncated integers
-    redis.call('HSET', KEYS[1], 't', string.format('%.17g', tokens), 'at', string.format('%.0f', now))
+    redis.call('HSET', KEYS[1], 't', string.format('%.17g', tokens), 'at', string.format('%.0f', at))
     -- idle once full again; capped so PEXPIRE never overflows
     local ttl = math.min(math.ceil((capacity - tokens) / per_us / 1000), 1099511627776)
     redis.call('PEXPIRE', KEYS[1], math.max(1, ttl))
