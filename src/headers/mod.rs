@@ -193,6 +193,19 @@ impl RateLimitInfo {
 
     /// Parses every rate-limit dialect in `headers`, measuring dates against the local clock
     /// when the response carries no `Date` header.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use reqwest_polite::RateLimitInfo;
+    ///
+    /// let mut headers = http::HeaderMap::new();
+    /// headers.insert("retry-after", "7".parse().unwrap());
+    ///
+    /// let info = RateLimitInfo::from_headers(&headers);
+    ///
+    /// assert_eq!(info.retry_after, Some(Duration::from_secs(7)));
+    /// assert!(info.policies.is_empty());
+    /// ```
     pub fn from_headers(headers: &http::HeaderMap) -> RateLimitInfo {
         Self::from_headers_at(headers, SystemTime::now())
     }
