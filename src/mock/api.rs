@@ -38,6 +38,7 @@ pub struct RateLimitedApi {
     layers: Vec<Layer>,
     dialects: Vec<HeaderDialect>,
     admitted: ResponseTemplate,
+    retry_after_ms: bool,
 }
 
 impl Default for RateLimitedApi {
@@ -54,6 +55,7 @@ impl RateLimitedApi {
             layers: Vec::new(),
             dialects: vec![HeaderDialect::Ietf],
             admitted: ResponseTemplate::new(200),
+            retry_after_ms: false,
         }
     }
 
@@ -103,8 +105,62 @@ impl RateLimitedApi {
     }
 
     /// Speaks every dialect in `dialects` at once (none: only `Retry-After` on a 429).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use reqwest_polite::headers::HeaderDialect;
+    /// use reqwest_polite::mock::RateLimitedApi;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let api = RateLimitedApi::per_client_ip(60, Duration::from_secs(60))
+    ///     .dialects(&[HeaderDialect::Ietf, HeaderDialect::XRateLimit])
+    ///     .start()
+    ///     .await?;
+    ///
+    /// let response = reqwest::Client::new().get(api.uri()).send().await?;
+    ///
+    /// assert_eq!(response.headers()["ratelimit"], r#""per-ip";r=59;t=60"#);
+    /// assert_eq!(response.headers()["x-ratelimit-remaining"], "59");
+    /// assert!(!response.headers().contains_key("ratelimit-remaining"));
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn dialects(mut self, dialects: &[HeaderDialect]) -> Self {
         self.dialects = dialects.to_vec();
+        self
+    }
+
+    /// A 429 also carries `retry-after-ms` (milliseconds, rounded up, at least 1), which the
+    /// crate's parser prefers to `Retry-After`: for windows shorter than a second, whose waits
+    /// whole seconds would overstate.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use reqwest_polite::RateLimitInfo;
+    /// use reqwest_polite::mock::RateLimitedApi;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let api = RateLimitedApi::global(1, Duration::from_secs(2))
+    ///     .with_retry_after_ms()
+    ///     .start()
+    ///     .await?;
+    /// let client = reqwest::Client::new();
+    ///
+    /// client.get(api.uri()).send().await?;
+    /// let rejected = client.get(api.uri()).send().await?;
+    ///
+    /// // The rest of the 2 s window, to the millisecond rather than rounded up to 2 s.
+    /// let millis: u64 = rejected.headers()["retry-after-ms"].to_str()?.parse()?;
+    /// let wait = RateLimitInfo::from_headers(rejected.headers()).retry_after;
+    /// assert_eq!(wait, Some(Duration::from_millis(millis)));
+    /// assert!(millis > 0 && millis <= 2000, "{millis}");
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn with_retry_after_ms(mut self) -> Self {
+        self.retry_after_ms = true;
         self
     }
 
@@ -152,6 +208,7 @@ impl RateLimitedApi {
             self.layers,
             self.dialects,
             self.admitted,
+            self.retry_after_ms,
         ))
     }
 
@@ -208,6 +265,38 @@ impl RateLimitedApi {
 }
 
 /// A running rate-limited API (from [`RateLimitedApi::start`]); stops when dropped.
+///
+/// ```
+/// use std::time::Duration;
+/// use reqwest_polite::mock::RateLimitedApi;
+/// use wiremock::matchers::path;
+/// use wiremock::{Mock, ResponseTemplate};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// // Arrange: 2 per minute, and a health check the limit does not see.
+/// let api = RateLimitedApi::global(2, Duration::from_secs(60)).start().await?;
+/// Mock::given(path("/health"))
+///     .respond_with(ResponseTemplate::new(204))
+///     .with_priority(1)
+///     .mount(api.server())
+///     .await;
+/// let client = reqwest::Client::new();
+///
+/// // Act
+/// for _ in 0..3 {
+///     client.get(format!("{}/items", api.uri())).send().await?;
+/// }
+/// let health = client.get(format!("{}/health", api.uri())).send().await?;
+///
+/// // Assert
+/// assert_eq!(health.status(), 204);
+/// assert_eq!((api.admitted(), api.rejected(), api.unavailable()), (2, 1, 0));
+/// assert_eq!(api.log().len(), 3);
+/// assert!(api.address().ip().is_loopback());
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug)]
 pub struct RateLimitedServer {
     server: MockServer,

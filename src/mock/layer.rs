@@ -15,7 +15,8 @@ use crate::limiter::{Decision, FixedWindow, LimiterConfigError, RateLimiter};
 /// The shorthands (`global`, `per_client_ip`, `per_api_key`, `per_route`) use an in-memory
 /// [`FixedWindow`] whose windows start when the layer is built; [`Layer::new`] and
 /// [`Layer::redis`] take any limiter. The name is the IETF policy name in the headers and the
-/// layer name in the [log](super::RequestLog).
+/// layer name in the [log](super::RequestLog). Clones share the limiter, and so its counts:
+/// two mock servers given clones of one layer enforce one quota together.
 ///
 /// ```
 /// use std::time::Duration;
@@ -143,6 +144,16 @@ impl Layer {
     }
 
     /// Renames the layer (its IETF policy name and its name in the log).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use reqwest_polite::mock::{Layer, Partition};
+    ///
+    /// let layer = Layer::per_api_key(5000, Duration::from_secs(3600)).named("core");
+    ///
+    /// assert_eq!(layer.name(), "core");
+    /// assert_eq!(layer.partition(), &Partition::ApiKey);
+    /// ```
     pub fn named(mut self, name: impl Into<String>) -> Self {
         self.name = name.into();
         self

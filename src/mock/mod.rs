@@ -20,7 +20,9 @@
 //!   does not fail open: a mock that silently stopped limiting would let a test pass for the
 //!   wrong reason, and a 503 lets a test exercise the client's handling of a sick server. No
 //!   request waits longer than the store's timeouts
-//!   ([`RedisOptions`](crate::limiter::redis::RedisOptions)).
+//!   ([`RedisOptions`](crate::limiter::redis::RedisOptions)). Wiremock answers on one thread
+//!   and its responders are synchronous, so while a Redis layer waits, the server's other
+//!   requests queue behind it: keep those timeouts short.
 //!
 //! The quota headers are in each [`HeaderDialect`](crate::headers::HeaderDialect) asked for
 //! ([`RateLimitedApi::dialects`]; IETF by default): the IETF `RateLimit` and
@@ -28,8 +30,10 @@
 //! `X-RateLimit-*` with a Unix-time reset. They state **one layer**: the one that rejected,
 //! else the one closest to its limit (smallest remaining / limit; the first on ties). The IETF
 //! pair, made to carry several policies, lists that layer first, then every other layer that
-//! decided on the request, by layer name. A request no layer applies to gets no quota
-//! headers.
+//! decided on the request, each item named after its layer. `X-RateLimit-Reset` is the mock's
+//! wall clock plus the layer's reset. A request no layer applies to gets no quota headers.
+//! [`RateLimitedApi::with_retry_after_ms`] adds `retry-after-ms` to each 429, for windows
+//! shorter than a second.
 //!
 //! # Layers are checked in order; the first rejection stops
 //!

@@ -7,7 +7,7 @@ use wiremock::{Request, Respond, ResponseTemplate};
 
 use super::layer::LayerOutcome;
 use super::{Layer, LoggedRequest, RequestLog, Verdict};
-use crate::headers::{HeaderDialect, QuotaState, retry_after_seconds};
+use crate::headers::{HeaderDialect, QuotaState, render_retry_after_ms, retry_after_seconds};
 use crate::limiter::Decision;
 use crate::limiter::redis::RedisLimitError;
 
@@ -56,6 +56,7 @@ struct Inner {
     layers: Vec<Layer>,
     dialects: Vec<HeaderDialect>,
     admitted: ResponseTemplate,
+    retry_after_ms: bool,
     log: RequestLog,
 }
 
@@ -90,12 +91,14 @@ impl RateLimitResponder {
         layers: Vec<Layer>,
         dialects: Vec<HeaderDialect>,
         admitted: ResponseTemplate,
+        retry_after_ms: bool,
     ) -> Self {
         Self {
             inner: Arc::new(Inner {
                 layers,
                 dialects,
                 admitted,
+                retry_after_ms,
                 log: RequestLog::new(),
             }),
         }
@@ -220,9 +223,13 @@ impl Respond for RateLimitResponder {
                 let wait = by.decision.retry_after.unwrap_or(by.decision.reset);
                 // Never "0": a client told to wait 0 s would come straight back.
                 let seconds = retry_after_seconds(wait).max(1);
-                let response = ResponseTemplate::new(429)
+                let mut response = ResponseTemplate::new(429)
                     .insert_header(http::header::RETRY_AFTER, seconds)
                     .set_body_json(too_many_requests_body(&by, seconds));
+                if self.inner.retry_after_ms {
+                    let (name, value) = render_retry_after_ms(wait.max(Duration::from_millis(1)));
+                    response = response.insert_header(name, value);
+                }
                 let response = self.quota_headers(&by, &before, at_system, response);
                 (response, Entry::of(&by, Verdict::Rejected, 429))
             }
