@@ -71,9 +71,10 @@ enum LayerLimiter {
 }
 
 /// What one layer said about one request.
-pub(crate) struct LayerOutcome<'a> {
-    pub(crate) layer: &'a Layer,
+pub(crate) struct LayerOutcome {
+    /// The request's partition key, as given.
     pub(crate) key: String,
+    /// The limiter's decision, or why its store gave none.
     pub(crate) result: Result<Decision, RedisLimitError>,
 }
 
@@ -208,7 +209,7 @@ impl Layer {
 
     /// Asks the limiter about one unit for `request`'s key. Blocks on a Redis round trip,
     /// bounded by the store's timeouts.
-    pub(crate) fn check(&self, request: &Request) -> LayerOutcome<'_> {
+    pub(crate) fn check(&self, request: &Request) -> LayerOutcome {
         let key = self.partition.key(request);
         let result = match &self.limiter {
             Ok(LayerLimiter::Memory(limiter)) => Ok(limiter.check(&key, 1)),
@@ -218,11 +219,7 @@ impl Layer {
                 reason: "the layer's limiter could not be built",
             }),
         };
-        LayerOutcome {
-            layer: self,
-            key,
-            result,
-        }
+        LayerOutcome { key, result }
     }
 
     /// The window the quota is measured over, for the headers' `w`.

@@ -139,7 +139,7 @@ impl RateLimitResponder {
     fn decide<'a>(&'a self, request: &Request) -> Outcome<'a> {
         let mut admitted = Vec::new();
         for layer in self.inner.layers.iter().filter(|l| l.applies_to(request)) {
-            let LayerOutcome { layer, key, result } = layer.check(request);
+            let LayerOutcome { key, result } = layer.check(request);
             match result {
                 Ok(decision) if decision.allowed => admitted.push(Decided {
                     layer,
@@ -160,6 +160,26 @@ impl RateLimitResponder {
             }
         }
         Outcome::Admitted(admitted)
+    }
+
+    /// The 429 for a request `by` rejected, after `before` admitted it.
+    fn too_many_requests(
+        &self,
+        by: &Decided<'_>,
+        before: &[Decided<'_>],
+        now: SystemTime,
+    ) -> ResponseTemplate {
+        let wait = by.decision.retry_after.unwrap_or(by.decision.reset);
+        // Never "0": a client told to wait 0 s would come straight back.
+        let seconds = retry_after_seconds(wait).max(1);
+        let mut response = ResponseTemplate::new(429)
+            .insert_header(http::header::RETRY_AFTER, seconds)
+            .set_body_json(too_many_requests_body(by, seconds));
+        if self.inner.retry_after_ms {
+            let (name, value) = render_retry_after_ms(wait.max(Duration::from_millis(1)));
+            response = response.insert_header(name, value);
+        }
+        self.quota_headers(by, before, now, response)
     }
 
     /// The quota headers: the stated layer first, then (IETF only) the others that decided.
@@ -220,21 +240,15 @@ impl Respond for RateLimitResponder {
                 ),
             },
             Outcome::Rejected { by, before } => {
-                let wait = by.decision.retry_after.unwrap_or(by.decision.reset);
-                // Never "0": a client told to wait 0 s would come straight back.
-                let seconds = retry_after_seconds(wait).max(1);
-                let mut response = ResponseTemplate::new(429)
-                    .insert_header(http::header::RETRY_AFTER, seconds)
-                    .set_body_json(too_many_requests_body(&by, seconds));
-                if self.inner.retry_after_ms {
-                    let (name, value) = render_retry_after_ms(wait.max(Duration::from_millis(1)));
-                    response = response.insert_header(name, value);
-                }
-                let response = self.quota_headers(&by, &before, at_system, response);
+                let response = self.too_many_requests(&by, &before, at_system);
                 (response, Entry::of(&by, Verdict::Rejected, 429))
             }
             Outcome::Failed { layer, key, error } => {
-                tracing::warn!(layer = layer.name(), error = %error, "mock rate-limit store failed: answering 503");
+                tracing::warn!(
+                    layer = layer.name(),
+                    error = %error,
+                    "mock rate-limit store failed: answering 503"
+                );
                 let response =
                     ResponseTemplate::new(503).set_body_json(unavailable_body(layer, &error));
                 let entry = Entry {
