@@ -6,6 +6,8 @@
 mod support;
 
 use std::net::{Ipv4Addr, TcpListener};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use reqwest_polite::RateLimitInfo;
@@ -280,15 +282,19 @@ async fn different_api_keys_and_addresses_have_their_own_quotas() {
     assert_eq!(seen, [200, 200, 429, 429, 200]);
 }
 
-/// A layer on a Redis store with short timeouts.
-fn redis_api(url: &str) -> RateLimitedApi {
+/// A per-API-key layer on a Redis store with short timeouts.
+fn redis_layer(url: &str) -> Layer {
     let opts = RedisOptions::default()
         .with_command_timeout(Duration::from_millis(200))
         .with_connect_timeout(Duration::from_millis(300));
     let store = BlockingRedisStore::standalone(url, opts).unwrap();
     let limiter = BlockingRedisLimiter::fixed_window(store, "mock-dialects", 1000, MINUTE).unwrap();
+    Layer::redis("per-api-key", Partition::ApiKey, limiter)
+}
+
+fn redis_api(url: &str) -> RateLimitedApi {
     RateLimitedApi::new()
-        .layer(Layer::redis("per-api-key", Partition::ApiKey, limiter))
+        .layer(redis_layer(url))
         .dialects(&ALL_DIALECTS)
 }
 
@@ -373,4 +379,65 @@ async fn x_ratelimit_reset_is_the_windows_end_as_a_unix_time() {
         rounded_up.to_string().as_str()
     );
     assert_eq!(response.headers()["x-ratelimit-used"], "1");
+}
+
+/// Admits everything and counts how often it was asked.
+#[derive(Clone, Default)]
+struct CountingLimiter(Arc<AtomicUsize>);
+
+impl RateLimiter for CountingLimiter {
+    fn check(&self, _key: &str, _cost: u64) -> Decision {
+        self.0.fetch_add(1, Ordering::SeqCst);
+        Decision {
+            allowed: true,
+            limit: 1000,
+            remaining: 999,
+            reset: Duration::ZERO,
+            retry_after: None,
+        }
+    }
+    fn limit(&self) -> u64 {
+        1000
+    }
+    fn window(&self) -> Duration {
+        MINUTE
+    }
+    fn keys_held(&self) -> usize {
+        0
+    }
+}
+
+#[tokio::test]
+async fn a_failed_store_stops_the_layers_and_earlier_units_stay_taken() {
+    let silent = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
+    let url = format!("redis://{}", silent.local_addr().unwrap());
+    let per_ip = FixedWindow::new(3, MINUTE)
+        .unwrap()
+        .with_clock(ManualClock::new());
+    let after_redis = CountingLimiter::default();
+    let api = RateLimitedApi::new()
+        .layer(Layer::new("per-ip", Partition::ClientIp, per_ip))
+        .layer(redis_layer(&url))
+        .layer(Layer::new("after", Partition::Global, after_redis.clone()))
+        .start()
+        .await
+        .unwrap();
+    let client = client();
+    let send = || {
+        client
+            .get(api.uri())
+            .header("x-forwarded-for", "192.0.2.8")
+            .send()
+    };
+
+    for _ in 0..3 {
+        assert_eq!(send().await.unwrap().status(), 503);
+    }
+    // The three failed requests spent the address's three units: the fourth stops there.
+    let fourth = send().await.unwrap();
+    assert_eq!(fourth.status(), 429);
+    assert_eq!(api.log().pop().unwrap().layer.as_deref(), Some("per-ip"));
+    assert_eq!(after_redis.0.load(Ordering::SeqCst), 0, "never asked");
+    assert_eq!((api.unavailable(), api.rejected()), (3, 1));
+    drop(silent);
 }
