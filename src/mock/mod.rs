@@ -1,1 +1,113 @@
-//! (module: in progress)
+//! Wiremock servers that rate-limit like real APIs, to test clients against (feature `mock`).
+//!
+//! A [`RateLimitedApi`] is a stack of [`Layer`]s, each a limit with its own limiter: any
+//! in-memory [`RateLimiter`](crate::limiter::RateLimiter) (fixed window, sliding log, sliding
+//! counter, token or leaky bucket) or a
+//! [`BlockingRedisLimiter`](crate::limiter::redis::BlockingRedisLimiter), so several mock
+//! servers, or a mock and the code under test, can share one quota. Each layer counts requests
+//! per [`Partition`] key: everyone, client address (`X-Forwarded-For`), `X-API-Key`, route, or
+//! any header; and may apply to one method and path only.
+//!
+//! # What it answers
+//!
+//! - **Admitted**: 200 with the body you set ([`RateLimitedApi::ok_json`]), and the quota
+//!   headers, whose remaining counts down by one per request.
+//! - **Over a limit**: 429 with `Retry-After` in whole seconds rounded up (never 0), the quota
+//!   headers, and `{"error":"rate_limit_exceeded","message":"…","retry_after":N}` with the
+//!   same N.
+//! - **A layer's store failed** (Redis down, or slower than its command timeout): 503 with
+//!   `{"error":"rate_limiter_unavailable","message":"…"}` naming the layer and the error. It
+//!   does not fail open: a mock that silently stopped limiting would let a test pass for the
+//!   wrong reason, and a 503 lets a test exercise the client's handling of a sick server. No
+//!   request waits longer than the store's timeouts
+//!   ([`RedisOptions`](crate::limiter::redis::RedisOptions)). Wiremock answers on one thread
+//!   and its responders are synchronous, so while a Redis layer waits, the server's other
+//!   requests queue behind it: keep those timeouts short.
+//!
+//! The quota headers are in each [`HeaderDialect`](crate::headers::HeaderDialect) asked for
+//! ([`RateLimitedApi::dialects`]; IETF by default): the IETF `RateLimit` and
+//! `RateLimit-Policy` pair, the draft-06 `RateLimit-Limit/-Remaining/-Reset` triple,
+//! `X-RateLimit-*` with a Unix-time reset. They state **one layer**: the one that rejected,
+//! else the one closest to its limit (smallest remaining / limit; the first on ties). The IETF
+//! pair, made to carry several policies, lists that layer first, then every other layer that
+//! decided on the request, each item named after its layer. `X-RateLimit-Reset` is the mock's
+//! wall clock plus the layer's reset. A request no layer applies to gets no quota headers.
+//! [`RateLimitedApi::with_retry_after_ms`] adds `retry-after-ms` to each 429, for windows
+//! shorter than a second.
+//!
+//! # Layers are checked in order; the first rejection stops
+//!
+//! Each layer that applies takes its unit in turn. When one rejects (or fails), later layers
+//! are not asked, and **the units earlier layers took stay taken**: a rejected request still
+//! counts against, say, its client's address. That is how chained gateway filters behave (an
+//! edge limit, then an account limit, then an endpoint limit), and so it is what a client
+//! meets in production; it also needs no transaction across stores, which a Redis layer and an
+//! in-memory layer could not share anyway. Put the cheapest or broadest layer first.
+//!
+//! # The request log
+//!
+//! Every request is logged ([`RequestLog`], [`LoggedRequest`]) with its arrival time (both
+//! `Instant` and `SystemTime`), method, path, the stated layer, its partition key, the
+//! [`Verdict`], the status and the layer's decision. Partition keys are logged **as given**
+//! (an API key in clear): the mock is for tests, and tests want to read them back. A Redis
+//! layer still hashes them before they reach Redis.
+//!
+//! # Example
+//!
+//! ```
+//! use std::time::Duration;
+//! use reqwest::Method;
+//! use reqwest_polite::RateLimitInfo;
+//! use reqwest_polite::mock::{Layer, RateLimitedApi, Verdict};
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! // Arrange: 100 per minute per client address, and 2 per minute for POST /orders.
+//! let api = RateLimitedApi::new()
+//!     .layer(Layer::per_client_ip(100, Duration::from_secs(60)))
+//!     .layer(Layer::per_route(Method::POST, "/orders", 2, Duration::from_secs(60)))
+//!     .start()
+//!     .await?;
+//! let client = reqwest::Client::new();
+//! let order = || {
+//!     client
+//!         .post(format!("{}/orders", api.uri()))
+//!         .header("x-forwarded-for", "198.51.100.7")
+//! };
+//!
+//! // Act
+//! let first = order().send().await?;
+//! let second = order().send().await?;
+//! let third = order().send().await?;
+//!
+//! // Assert: the route's quota counts down, then its 429 says when to come back.
+//! let info = RateLimitInfo::from_headers(first.headers());
+//! assert_eq!((info.limit, info.remaining), (Some(2), Some(1)));
+//! assert_eq!(second.headers()["ratelimit"], r#""per-route";r=0;t=60, "per-ip";r=98;t=60"#);
+//! assert_eq!(third.status(), 429);
+//! assert_eq!(third.headers()["retry-after"], "60");
+//! let body: serde_json::Value = serde_json::from_str(&third.text().await?)?;
+//! assert_eq!(body["error"], "rate_limit_exceeded");
+//! assert_eq!(body["retry_after"], 60);
+//!
+//! let log = api.log();
+//! assert_eq!(log[2].verdict, Verdict::Rejected);
+//! assert_eq!(log[2].layer.as_deref(), Some("per-route"));
+//! assert_eq!(log[2].key.as_deref(), Some("POST /orders"));
+//! # Ok(())
+//! # }
+//! ```
+
+mod api;
+mod error;
+mod layer;
+mod log;
+mod partition;
+mod responder;
+
+pub use api::{RateLimitedApi, RateLimitedServer};
+pub use error::MockConfigError;
+pub use layer::Layer;
+pub use log::{LoggedRequest, RequestLog, Verdict};
+pub use partition::{ANONYMOUS_KEY, Partition};
+pub use responder::RateLimitResponder;

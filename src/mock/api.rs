@@ -1,0 +1,347 @@
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use wiremock::{MockBuilder, MockServer, ResponseTemplate};
+
+use super::{Layer, LoggedRequest, MockConfigError, RateLimitResponder, RequestLog};
+use crate::headers::HeaderDialect;
+
+/// A builder for a rate-limited API: its [`Layer`]s, the header dialects it speaks, and what it
+/// answers when a request is admitted. One line for the common cases:
+///
+/// ```
+/// use std::time::Duration;
+/// use reqwest_polite::headers::HeaderDialect;
+/// use reqwest_polite::mock::RateLimitedApi;
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// // Arrange: 20 requests per 2 s for everyone, stated in draft-06 headers.
+/// let api = RateLimitedApi::global(20, Duration::from_secs(2))
+///     .dialect(HeaderDialect::Draft06)
+///     .start()
+///     .await?;
+///
+/// // Act
+/// let response = reqwest::Client::new().get(api.uri()).send().await?;
+///
+/// // Assert
+/// assert_eq!(response.status(), 200);
+/// assert_eq!(response.headers()["ratelimit-limit"], "20, 20;w=2");
+/// assert_eq!(response.headers()["ratelimit-remaining"], "19");
+/// assert_eq!(api.admitted(), 1);
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Debug, Clone)]
+pub struct RateLimitedApi {
+    layers: Vec<Layer>,
+    dialects: Vec<HeaderDialect>,
+    admitted: ResponseTemplate,
+    retry_after_ms: bool,
+}
+
+impl Default for RateLimitedApi {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl RateLimitedApi {
+    /// An API with no layers yet (it admits everything), speaking the IETF dialect, answering
+    /// 200 with an empty body.
+    pub fn new() -> Self {
+        Self {
+            layers: Vec::new(),
+            dialects: vec![HeaderDialect::Ietf],
+            admitted: ResponseTemplate::new(200),
+            retry_after_ms: false,
+        }
+    }
+
+    /// `limit` requests per `window` for everyone together ([`Layer::global`]): a fixed window
+    /// with one key.
+    pub fn global(limit: u64, window: Duration) -> Self {
+        Self::new().layer(Layer::global(limit, window))
+    }
+
+    /// `limit` requests per `window` per client address ([`Layer::per_client_ip`]).
+    pub fn per_client_ip(limit: u64, window: Duration) -> Self {
+        Self::new().layer(Layer::per_client_ip(limit, window))
+    }
+
+    /// `limit` requests per `window` per `X-API-Key` ([`Layer::per_api_key`]).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use reqwest_polite::mock::RateLimitedApi;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let api = RateLimitedApi::per_api_key(100, Duration::from_secs(60)).start().await?;
+    ///
+    /// let response = reqwest::Client::new().get(api.uri()).header("x-api-key", "k1").send().await?;
+    ///
+    /// assert_eq!(response.headers()["ratelimit-policy"], r#""per-api-key";q=100;w=60"#);
+    /// assert_eq!(response.headers()["ratelimit"], r#""per-api-key";r=99;t=60"#);
+    /// assert_eq!(api.log()[0].key.as_deref(), Some("k1"));
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn per_api_key(limit: u64, window: Duration) -> Self {
+        Self::new().layer(Layer::per_api_key(limit, window))
+    }
+
+    /// Adds a layer, checked after those added before it (see the [module docs](super) for
+    /// what an earlier layer keeps when a later one rejects).
+    pub fn layer(mut self, layer: Layer) -> Self {
+        self.layers.push(layer);
+        self
+    }
+
+    /// Speaks `dialect` only.
+    pub fn dialect(self, dialect: HeaderDialect) -> Self {
+        self.dialects(&[dialect])
+    }
+
+    /// Speaks every dialect in `dialects` at once (none: only `Retry-After` on a 429).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use reqwest_polite::headers::HeaderDialect;
+    /// use reqwest_polite::mock::RateLimitedApi;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let api = RateLimitedApi::per_client_ip(60, Duration::from_secs(60))
+    ///     .dialects(&[HeaderDialect::Ietf, HeaderDialect::XRateLimit])
+    ///     .start()
+    ///     .await?;
+    ///
+    /// let response = reqwest::Client::new().get(api.uri()).send().await?;
+    ///
+    /// assert_eq!(response.headers()["ratelimit"], r#""per-ip";r=59;t=60"#);
+    /// assert_eq!(response.headers()["x-ratelimit-remaining"], "59");
+    /// assert!(!response.headers().contains_key("ratelimit-remaining"));
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn dialects(mut self, dialects: &[HeaderDialect]) -> Self {
+        self.dialects = dialects.to_vec();
+        self
+    }
+
+    /// A 429 also carries `retry-after-ms` (milliseconds, rounded up, at least 1), which the
+    /// crate's parser prefers to `Retry-After`: for windows shorter than a second, whose waits
+    /// whole seconds would overstate.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use reqwest_polite::RateLimitInfo;
+    /// use reqwest_polite::mock::RateLimitedApi;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let api = RateLimitedApi::global(1, Duration::from_secs(2))
+    ///     .with_retry_after_ms()
+    ///     .start()
+    ///     .await?;
+    /// let client = reqwest::Client::new();
+    ///
+    /// client.get(api.uri()).send().await?;
+    /// let rejected = client.get(api.uri()).send().await?;
+    ///
+    /// // The rest of the 2 s window, to the millisecond rather than rounded up to 2 s.
+    /// let millis: u64 = rejected.headers()["retry-after-ms"].to_str()?.parse()?;
+    /// let wait = RateLimitInfo::from_headers(rejected.headers()).retry_after;
+    /// assert_eq!(wait, Some(Duration::from_millis(millis)));
+    /// assert!(millis > 0 && millis <= 2000, "{millis}");
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn with_retry_after_ms(mut self) -> Self {
+        self.retry_after_ms = true;
+        self
+    }
+
+    /// Admitted requests get 200 with this JSON body.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use reqwest_polite::mock::RateLimitedApi;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let api = RateLimitedApi::global(5, Duration::from_secs(1))
+    ///     .ok_json(serde_json::json!({ "items": [1, 2, 3] }))
+    ///     .start()
+    ///     .await?;
+    ///
+    /// let body = reqwest::Client::new().get(api.uri()).send().await?.text().await?;
+    ///
+    /// assert_eq!(body, r#"{"items":[1,2,3]}"#);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn ok_json(mut self, body: serde_json::Value) -> Self {
+        self.admitted = ResponseTemplate::new(200).set_body_json(body);
+        self
+    }
+
+    /// Admitted requests get 200 with this text body.
+    pub fn ok_text(mut self, body: impl Into<String>) -> Self {
+        self.admitted = ResponseTemplate::new(200).set_body_string(body.into());
+        self
+    }
+
+    /// The responder, to mount with matchers of your own (see [`RateLimitResponder`]).
+    /// Fails when a layer was given numbers its limiter rejects.
+    pub fn responder(self) -> Result<RateLimitResponder, MockConfigError> {
+        if let Some((layer, source)) = self
+            .layers
+            .iter()
+            .find_map(|l| l.config_error().map(|err| (l.name().to_owned(), err)))
+        {
+            return Err(MockConfigError::Limiter { layer, source });
+        }
+        Ok(RateLimitResponder::new(
+            self.layers,
+            self.dialects,
+            self.admitted,
+            self.retry_after_ms,
+        ))
+    }
+
+    /// Mounts the API on an existing server, for the requests `on` matches; returns its log.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use reqwest_polite::mock::RateLimitedApi;
+    /// use wiremock::matchers::{method, path};
+    /// use wiremock::{Mock, MockServer, ResponseTemplate};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// // Arrange: POST /orders limited to 1 per minute; GET /health not limited at all.
+    /// let server = MockServer::start().await;
+    /// Mock::given(path("/health")).respond_with(ResponseTemplate::new(204)).mount(&server).await;
+    /// let orders = RateLimitedApi::global(1, Duration::from_secs(60))
+    ///     .mount(&server, Mock::given(method("POST")).and(path("/orders")))
+    ///     .await?;
+    /// let client = reqwest::Client::new();
+    ///
+    /// // Act
+    /// let first = client.post(format!("{}/orders", server.uri())).send().await?;
+    /// let second = client.post(format!("{}/orders", server.uri())).send().await?;
+    /// let health = client.get(format!("{}/health", server.uri())).send().await?;
+    ///
+    /// // Assert
+    /// assert_eq!(first.status(), 200);
+    /// assert_eq!(second.status(), 429);
+    /// assert_eq!(health.status(), 204);
+    /// assert_eq!((orders.admitted(), orders.rejected()), (1, 1));
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn mount(
+        self,
+        server: &MockServer,
+        on: MockBuilder,
+    ) -> Result<RequestLog, MockConfigError> {
+        let responder = self.responder()?;
+        let log = responder.log();
+        on.respond_with(responder).mount(server).await;
+        Ok(log)
+    }
+
+    /// Starts a fresh [`MockServer`] on 127.0.0.1 that answers every request with this API.
+    pub async fn start(self) -> Result<RateLimitedServer, MockConfigError> {
+        let server = MockServer::start().await;
+        let log = self
+            .mount(&server, wiremock::Mock::given(wiremock::matchers::any()))
+            .await?;
+        Ok(RateLimitedServer { server, log })
+    }
+}
+
+/// A running rate-limited API (from [`RateLimitedApi::start`]); stops when dropped.
+///
+/// ```
+/// use std::time::Duration;
+/// use reqwest_polite::mock::RateLimitedApi;
+/// use wiremock::matchers::path;
+/// use wiremock::{Mock, ResponseTemplate};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// // Arrange: 2 per minute, and a health check the limit does not see.
+/// let api = RateLimitedApi::global(2, Duration::from_secs(60)).start().await?;
+/// Mock::given(path("/health"))
+///     .respond_with(ResponseTemplate::new(204))
+///     .with_priority(1)
+///     .mount(api.server())
+///     .await;
+/// let client = reqwest::Client::new();
+///
+/// // Act
+/// for _ in 0..3 {
+///     client.get(format!("{}/items", api.uri())).send().await?;
+/// }
+/// let health = client.get(format!("{}/health", api.uri())).send().await?;
+///
+/// // Assert
+/// assert_eq!(health.status(), 204);
+/// assert_eq!((api.admitted(), api.rejected(), api.unavailable()), (2, 1, 0));
+/// assert_eq!(api.log().len(), 3);
+/// assert!(api.address().ip().is_loopback());
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Debug)]
+pub struct RateLimitedServer {
+    server: MockServer,
+    log: RequestLog,
+}
+
+impl RateLimitedServer {
+    /// The base URI, like `http://127.0.0.1:41234`.
+    pub fn uri(&self) -> String {
+        self.server.uri()
+    }
+
+    /// The socket address it listens on.
+    pub fn address(&self) -> &SocketAddr {
+        self.server.address()
+    }
+
+    /// The wiremock server, to mount more mocks on: give them `with_priority(1)` to be matched
+    /// before this API, which answers every request at wiremock's default priority.
+    pub fn server(&self) -> &MockServer {
+        &self.server
+    }
+
+    /// A copy of every request answered so far, in order.
+    pub fn log(&self) -> Vec<LoggedRequest> {
+        self.log.entries()
+    }
+
+    /// The live log, to clear it or hand it to a helper.
+    pub fn request_log(&self) -> &RequestLog {
+        &self.log
+    }
+
+    /// How many requests were admitted.
+    pub fn admitted(&self) -> usize {
+        self.log.admitted()
+    }
+
+    /// How many requests were rejected with 429.
+    pub fn rejected(&self) -> usize {
+        self.log.rejected()
+    }
+
+    /// How many requests got 503 because a layer's store failed.
+    pub fn unavailable(&self) -> usize {
+        self.log.unavailable()
+    }
+}
