@@ -199,35 +199,19 @@ async fn main() -> ExitCode {
     }
 }
 
-/// The embedded demo server: a fixed window per server, 429 with `Retry-After` when spent.
+/// The embedded demo server: the crate's own rate-limited mock, one fixed window for everyone.
 mod demo {
-    use std::sync::Mutex;
-    use std::time::{Duration, Instant};
+    use std::time::Duration;
 
-    use wiremock::{Mock, MockServer, Request, ResponseTemplate};
+    use reqwest_polite::mock::{RateLimitedApi, RateLimitedServer};
 
     pub const LIMIT: u64 = 10;
     pub const WINDOW: Duration = Duration::from_secs(1);
 
-    pub async fn start() -> MockServer {
-        let server = MockServer::start().await;
-        let window = Mutex::new((Instant::now(), 0u64));
-        Mock::given(wiremock::matchers::any())
-            .respond_with(move |_: &Request| {
-                let mut w = window.lock().unwrap();
-                if w.0.elapsed() >= WINDOW {
-                    *w = (Instant::now(), 0);
-                }
-                if w.1 < LIMIT {
-                    w.1 += 1;
-                    ResponseTemplate::new(200).set_body_string("ok")
-                } else {
-                    let left = WINDOW.saturating_sub(w.0.elapsed()).as_secs_f64().ceil();
-                    ResponseTemplate::new(429).insert_header("retry-after", left.to_string())
-                }
-            })
-            .mount(&server)
-            .await;
-        server
+    pub async fn start() -> RateLimitedServer {
+        RateLimitedApi::global(LIMIT, WINDOW)
+            .start()
+            .await
+            .expect("the demo's limit and window are valid")
     }
 }
