@@ -152,7 +152,8 @@ async fn main() -> ExitCode {
             }
         }));
     }
-    let mut latencies = Histogram::<u64>::new(3).expect("3 significant figures is valid");
+    // 1 ms to 1 hour at 3 significant figures (Histogram::new would clamp at 2,048 ms).
+    let mut latencies = Histogram::<u64>::new_with_bounds(1, 3_600_000, 3).expect("valid bounds");
     let (mut succeeded, mut failed) = (0u64, 0u64);
     for task in tasks {
         for (ok, latency) in task.await.expect("a request task panicked") {
