@@ -8,6 +8,8 @@ pub mod headers;
 pub mod limiter;
 #[cfg(feature = "mock")]
 pub mod mock;
+pub mod pacing;
 pub mod retry;
 
 pub use headers::RateLimitInfo;
+pub use pacing::{Pacer, PacingMiddleware};

@@ -1,0 +1,339 @@
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use http::StatusCode;
+
+use super::clock::TokioClock;
+use super::config::{BucketScope, PacingMode, Rate};
+use super::error::PacingError;
+use super::key::key_digest;
+use super::learned::{Admission, LearnedQuotas};
+use super::local::{LocalBucket, Take};
+use crate::headers::RateLimitInfo;
+use crate::limiter::Clock;
+use crate::retry::Jitter;
+
+/// Every this many acquires, idle per-key state is dropped (memory stays bounded without a
+/// background task).
+const HOUSEKEEPING_EVERY: u64 = 1024;
+
+/// Client-side pacing: hands out permits so that requests go no faster than the configured
+/// rate and the quota the server states, and pauses every task on a key once the server says
+/// the quota is spent.
+///
+/// Cheap to clone; clones share their buckets and what they learned.
+///
+/// ```
+/// use std::time::Duration;
+/// use reqwest_polite::pacing::{Pacer, PacingMode, PacingError, Rate};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() {
+/// let pacer = Pacer::builder()
+///     .rate(Rate::per_second(10).unwrap())
+///     .mode(PacingMode::FailFast)
+///     .build();
+/// let first = pacer.acquire("api.example.com:443", 1).await;
+/// assert!(first.is_ok());
+/// // One request per 100 ms: the next one, right now, would have to wait.
+/// let second = pacer.acquire("api.example.com:443", 1).await;
+/// assert!(matches!(second, Err(PacingError::Throttled { .. })));
+/// # }
+/// ```
+#[derive(Clone)]
+pub struct Pacer {
+    inner: Arc<PacerInner>,
+}
+
+struct PacerInner {
+    clock: Arc<dyn Clock>,
+    mode: PacingMode,
+    local: Option<LocalBucket>,
+    learned: Option<LearnedQuotas>,
+    gate_jitter: Jitter,
+    acquires: AtomicU64,
+}
+
+/// Configures a [`Pacer`]. Start from [`Pacer::builder`].
+pub struct PacerBuilder {
+    rate: Option<Rate>,
+    scope: BucketScope,
+    mode: PacingMode,
+    clock: Arc<dyn Clock>,
+    learn: bool,
+    gate_jitter: Jitter,
+}
+
+impl PacerBuilder {
+    /// Paces to `rate` in this process (governor GCRA). Without a rate the pacer only follows
+    /// what the server states.
+    pub fn rate(mut self, rate: Rate) -> Self {
+        self.rate = Some(rate);
+        self
+    }
+
+    /// Whether the configured rate is per partition key (default) or one for all requests.
+    pub fn scope(mut self, scope: BucketScope) -> Self {
+        self.scope = scope;
+        self
+    }
+
+    /// Wait (up to a maximum) or fail fast. Default: wait up to 60 s.
+    pub fn mode(mut self, mode: PacingMode) -> Self {
+        self.mode = mode;
+        self
+    }
+
+    /// The clock the pacer reads (default: [`TokioClock`], which follows tokio's paused time).
+    pub fn clock(mut self, clock: impl Clock) -> Self {
+        self.clock = Arc::new(clock);
+        self
+    }
+
+    /// Whether to follow the server's rate-limit headers (default: yes).
+    pub fn learn_from_server(mut self, learn: bool) -> Self {
+        self.learn = learn;
+        self
+    }
+
+    /// How the waits until a server-stated reset are spread, each waiter its own draw.
+    /// Default `Jitter::NotBefore(0.1)`: a task woken before the reset would only earn a 429.
+    pub fn gate_jitter(mut self, jitter: Jitter) -> Self {
+        self.gate_jitter = jitter;
+        self
+    }
+
+    /// The pacer.
+    pub fn build(self) -> Pacer {
+        let local = self
+            .rate
+            .map(|rate| LocalBucket::new(rate, self.scope, self.clock.clone()));
+        Pacer {
+            inner: Arc::new(PacerInner {
+                clock: self.clock,
+                mode: self.mode,
+                local,
+                learned: self.learn.then(LearnedQuotas::default),
+                gate_jitter: self.gate_jitter,
+                acquires: AtomicU64::new(0),
+            }),
+        }
+    }
+}
+
+impl Pacer {
+    /// A builder with the defaults: no configured rate, learn from the server, wait up to 60 s.
+    pub fn builder() -> PacerBuilder {
+        PacerBuilder {
+            rate: None,
+            scope: BucketScope::default(),
+            mode: PacingMode::default(),
+            clock: Arc::new(TokioClock::new()),
+            learn: true,
+            gate_jitter: Jitter::NotBefore(0.1),
+        }
+    }
+
+    /// Waits until a request of `cost` units (0 counts as 1) may go on `key`, then takes it.
+    ///
+    /// Cancellation-safe: each round checks without taking, and takes only when it can go at
+    /// once; a caller dropped while it sleeps has taken nothing.
+    pub async fn acquire(&self, key: &str, cost: u32) -> Result<Permit, PacingError> {
+        let cost = cost.max(1);
+        self.housekeeping();
+        let started = self.inner.clock.now();
+        loop {
+            let now = self.inner.clock.now();
+            let wait = match self.try_admit(key, cost, now)? {
+                Ok(reservation) => {
+                    return Ok(Permit {
+                        waited: now.saturating_sub(started),
+                        reservation,
+                    });
+                }
+                Err(wait) => wait,
+            };
+            let total = now.saturating_sub(started).saturating_add(wait);
+            match self.inner.mode {
+                PacingMode::FailFast => {
+                    tracing::debug!(key = %key_digest(key), ?wait, "pacing: rejected, fail fast");
+                    return Err(PacingError::Throttled { wait });
+                }
+                PacingMode::Wait { max_wait } if total > max_wait => {
+                    tracing::debug!(key = %key_digest(key), ?total, "pacing: rejected, wait too long");
+                    return Err(PacingError::WaitTooLong {
+                        wait: total,
+                        max_wait,
+                    });
+                }
+                PacingMode::Wait { .. } => {
+                    tracing::trace!(key = %key_digest(key), ?wait, "pacing: waiting");
+                    tokio::time::sleep(wait).await;
+                }
+            }
+        }
+    }
+
+    /// Pauses every request on `key` for `wait` (what a 429 does by itself, through
+    /// [`Permit::finish`]).
+    pub fn pause(&self, key: &str, wait: Duration) {
+        if let Some(learned) = &self.inner.learned {
+            learned.close_gate(key, self.inner.clock.now(), wait);
+        }
+    }
+
+    /// How many keys hold state in the local bucket (idle ones are dropped every 1,024
+    /// acquires).
+    pub fn keys_held(&self) -> usize {
+        let local = self.inner.local.as_ref().map_or(0, LocalBucket::keys_held);
+        let learned = self.inner.learned.as_ref().map_or(0, LearnedQuotas::len);
+        local.max(learned)
+    }
+
+    /// One non-blocking round: a reservation, or the wait before the next round.
+    fn try_admit(
+        &self,
+        key: &str,
+        cost: u32,
+        now: Duration,
+    ) -> Result<Result<Option<Reservation>, Duration>, PacingError> {
+        let reservation = match &self.inner.learned {
+            Some(learned) => match learned.try_reserve(key, now, u64::from(cost)) {
+                Admission::Reserved { epoch } => Some(Reservation {
+                    pacer: self.inner.clone(),
+                    key: key.to_owned(),
+                    epoch,
+                    cost,
+                    sent: false,
+                }),
+                Admission::WaitUntil(until) => {
+                    let wait = self
+                        .inner
+                        .gate_jitter
+                        .apply(until.saturating_sub(now), &mut rand::rng());
+                    return Ok(Err(wait));
+                }
+            },
+            None => None,
+        };
+        // Dropping `reservation` on the early returns below gives the budget back.
+        if let Some(local) = &self.inner.local {
+            match local.try_take(key, cost) {
+                Take::Taken => {}
+                Take::Wait(wait) => return Ok(Err(wait)),
+                Take::Never { burst } => return Err(PacingError::CostTooHigh { cost, burst }),
+            }
+        }
+        Ok(Ok(reservation))
+    }
+
+    fn housekeeping(&self) {
+        let n = self.inner.acquires.fetch_add(1, Ordering::Relaxed);
+        if n % HOUSEKEEPING_EVERY == HOUSEKEEPING_EVERY - 1 {
+            if let Some(local) = &self.inner.local {
+                local.retain_recent();
+            }
+            if let Some(learned) = &self.inner.learned {
+                learned.prune(self.inner.clock.now());
+            }
+        }
+    }
+}
+
+impl std::fmt::Debug for Pacer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Pacer")
+            .field("mode", &self.inner.mode)
+            .field("rate", &self.inner.local.is_some())
+            .field("learn", &self.inner.learned.is_some())
+            .finish()
+    }
+}
+
+/// Leave to send one request. Hand the response's rate-limit facts back with
+/// [`Permit::finish`]; a permit dropped without them (the request failed) only ends its
+/// in-flight count.
+#[derive(Debug)]
+#[must_use = "a permit feeds the pacer through `finish`"]
+pub struct Permit {
+    waited: Duration,
+    reservation: Option<Reservation>,
+}
+
+impl Permit {
+    /// How long the request waited for this permit.
+    pub fn waited(&self) -> Duration {
+        self.waited
+    }
+
+    /// Feeds the response's status and rate-limit facts to the pacer: a 429 or a spent quota
+    /// pauses the key, a stated quota is adopted.
+    pub async fn finish(mut self, status: StatusCode, info: &RateLimitInfo) {
+        let Some(mut reservation) = self.reservation.take() else {
+            return;
+        };
+        reservation.sent = true;
+        let inner = &reservation.pacer;
+        if let Some(learned) = &inner.learned {
+            let too_many = status == StatusCode::TOO_MANY_REQUESTS;
+            if too_many {
+                tracing::debug!(
+                    key = %key_digest(&reservation.key),
+                    wait = ?info.server_wait(),
+                    "pacing: 429, pausing the key"
+                );
+            }
+            learned.observe(
+                &reservation.key,
+                inner.clock.now(),
+                reservation.epoch,
+                too_many,
+                info,
+            );
+        }
+    }
+}
+
+impl Drop for Permit {
+    fn drop(&mut self) {
+        if let Some(reservation) = &mut self.reservation {
+            // Handed out, so the request may have reached the server: no refund.
+            reservation.sent = true;
+            if let Some(learned) = &reservation.pacer.learned {
+                learned.abandon(&reservation.key);
+            }
+        }
+    }
+}
+
+/// A hold on the learned budget; given back when dropped before its request was sent.
+struct Reservation {
+    pacer: Arc<PacerInner>,
+    key: String,
+    epoch: u64,
+    cost: u32,
+    sent: bool,
+}
+
+impl Drop for Reservation {
+    fn drop(&mut self) {
+        if !self.sent
+            && let Some(learned) = &self.pacer.learned
+        {
+            learned.cancel(&self.key, self.epoch, u64::from(self.cost));
+        }
+    }
+}
+
+impl std::fmt::Debug for Reservation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Reservation")
+            .field("epoch", &self.epoch)
+            .field("cost", &self.cost)
+            .finish_non_exhaustive()
+    }
+}
+
+#[cfg(test)]
+mod tests;
