@@ -36,6 +36,12 @@ pub enum PacingError {
         /// The most the bucket admits at once.
         burst: u32,
     },
+    /// The shared quota's store (Redis) is out of reach and its policy is fail-closed.
+    #[error("the shared quota store is unreachable (fail-closed): {reason}")]
+    StoreUnavailable {
+        /// What went wrong, without keys or secrets.
+        reason: String,
+    },
 }
 
 impl PacingError {
@@ -43,7 +49,7 @@ impl PacingError {
     pub fn wait(&self) -> Option<Duration> {
         match self {
             PacingError::Throttled { wait } | PacingError::WaitTooLong { wait, .. } => Some(*wait),
-            PacingError::CostTooHigh { .. } => None,
+            PacingError::CostTooHigh { .. } | PacingError::StoreUnavailable { .. } => None,
         }
     }
 }

@@ -71,14 +71,15 @@ impl KeyQuota {
         self.in_flight = self.in_flight.saturating_sub(1);
     }
 
-    /// Learns from the response to a request reserved in window `epoch`.
+    /// Learns from the response to a request reserved in window `epoch`. Returns the pause
+    /// it put on the key, if any (to be shared with other processes).
     pub(crate) fn observe(
         &mut self,
         now: Duration,
         epoch: u64,
         too_many_requests: bool,
         info: &RateLimitInfo,
-    ) {
+    ) -> Option<Duration> {
         self.in_flight = self.in_flight.saturating_sub(1);
         self.last_seen = now;
         if let Some(limit) = info.limit {
@@ -87,29 +88,32 @@ impl KeyQuota {
         if info.window.is_some() {
             self.window = info.window;
         }
-        if too_many_requests && let Some(wait) = info.server_wait().or(info.reset) {
-            self.close_gate(now, wait);
+        let mut pause = None;
+        if too_many_requests {
+            pause = info.server_wait().or(info.reset);
         }
         // A response from a window that has ended speaks of a quota that is gone.
-        if epoch != self.epoch {
-            return;
+        if epoch == self.epoch {
+            if info.remaining == Some(0) && pause.is_none() {
+                pause = info.reset;
+            }
+            if let Some(reset) = info.reset {
+                self.reset_at = Some(now.saturating_add(reset));
+            }
+            if let Some(remaining) = info.remaining {
+                self.budget = Some(match self.budget {
+                    // Our own reservations are already taken off; others may have spent more.
+                    Some(budget) => budget.min(remaining),
+                    // First news: the requests still in flight may not be counted yet.
+                    None => remaining.saturating_sub(self.in_flight),
+                });
+            }
         }
-        if info.remaining == Some(0)
-            && let Some(reset) = info.reset
-        {
-            self.close_gate(now, reset);
+        let pause = pause.filter(|wait| !wait.is_zero());
+        if let Some(wait) = pause {
+            self.close_gate(now, wait);
         }
-        if let Some(reset) = info.reset {
-            self.reset_at = Some(now.saturating_add(reset));
-        }
-        if let Some(remaining) = info.remaining {
-            self.budget = Some(match self.budget {
-                // Our own reservations are already taken off; others may have spent more.
-                Some(budget) => budget.min(remaining),
-                // First news: the requests still in flight may not be counted yet.
-                None => remaining.saturating_sub(self.in_flight),
-            });
-        }
+        pause
     }
 
     /// Pauses the key until `now + wait` (a later gate wins).
@@ -181,8 +185,8 @@ impl LearnedQuotas {
         epoch: u64,
         too_many_requests: bool,
         info: &RateLimitInfo,
-    ) {
-        self.with(key, |q| q.observe(now, epoch, too_many_requests, info));
+    ) -> Option<Duration> {
+        self.with(key, |q| q.observe(now, epoch, too_many_requests, info))
     }
 
     pub(crate) fn close_gate(&self, key: &str, now: Duration, wait: Duration) {

@@ -64,6 +64,7 @@ mod learned;
 mod local;
 mod middleware;
 mod pacer;
+mod shared;
 
 pub use clock::TokioClock;
 pub use config::{BucketScope, PacingMode, Rate};
@@ -71,3 +72,4 @@ pub use error::PacingError;
 pub use key::{PartitionKey, PerHost};
 pub use middleware::PacingMiddleware;
 pub use pacer::{Pacer, PacerBuilder, Permit};
+pub use shared::{SharedBucket, StoreFailure};

@@ -10,6 +10,7 @@ use super::error::PacingError;
 use super::key::key_digest;
 use super::learned::{Admission, LearnedQuotas};
 use super::local::{LocalBucket, Take};
+use super::shared::{SharedBucket, SharedQuota, SharedTake};
 use crate::headers::RateLimitInfo;
 use crate::limiter::Clock;
 use crate::retry::Jitter;
@@ -51,6 +52,7 @@ struct PacerInner {
     mode: PacingMode,
     local: Option<LocalBucket>,
     learned: Option<LearnedQuotas>,
+    shared: Option<SharedQuota>,
     gate_jitter: Jitter,
     acquires: AtomicU64,
 }
@@ -63,6 +65,7 @@ pub struct PacerBuilder {
     clock: Arc<dyn Clock>,
     learn: bool,
     gate_jitter: Jitter,
+    shared: Option<SharedBucket>,
 }
 
 impl PacerBuilder {
@@ -70,6 +73,13 @@ impl PacerBuilder {
     /// what the server states.
     pub fn rate(mut self, rate: Rate) -> Self {
         self.rate = Some(rate);
+        self
+    }
+
+    /// Takes every permit from `bucket` too: a quota that many processes share (Redis), with
+    /// its lease size and failure policy. The server's 429s are shared through it as well.
+    pub fn shared(mut self, bucket: SharedBucket) -> Self {
+        self.shared = Some(bucket);
         self
     }
 
@@ -109,12 +119,16 @@ impl PacerBuilder {
         let local = self
             .rate
             .map(|rate| LocalBucket::new(rate, self.scope, self.clock.clone()));
+        let shared = self
+            .shared
+            .map(|bucket| SharedQuota::new(bucket, self.clock.clone()));
         Pacer {
             inner: Arc::new(PacerInner {
                 clock: self.clock,
                 mode: self.mode,
                 local,
                 learned: self.learn.then(LearnedQuotas::default),
+                shared,
                 gate_jitter: self.gate_jitter,
                 acquires: AtomicU64::new(0),
             }),
@@ -132,6 +146,7 @@ impl Pacer {
             clock: Arc::new(TokioClock::new()),
             learn: true,
             gate_jitter: Jitter::NotBefore(0.1),
+            shared: None,
         }
     }
 
@@ -145,11 +160,11 @@ impl Pacer {
         let started = self.inner.clock.now();
         loop {
             let now = self.inner.clock.now();
-            let wait = match self.try_admit(key, cost, now)? {
+            let wait = match self.try_admit(key, cost, now).await? {
                 Ok(reservation) => {
                     return Ok(Permit {
                         waited: now.saturating_sub(started),
-                        reservation,
+                        reservation: Some(reservation),
                     });
                 }
                 Err(wait) => wait,
@@ -175,12 +190,21 @@ impl Pacer {
         }
     }
 
-    /// Pauses every request on `key` for `wait` (what a 429 does by itself, through
-    /// [`Permit::finish`]).
+    /// Pauses every request on `key` in this process for `wait` (what a 429 does by itself,
+    /// through [`Permit::finish`], which also shares it through a [`SharedBucket`]).
     pub fn pause(&self, key: &str, wait: Duration) {
         if let Some(learned) = &self.inner.learned {
             learned.close_gate(key, self.inner.clock.now(), wait);
         }
+    }
+
+    /// Calls made to the shared store so far (takes, gate reads, gate closes): what leases
+    /// save.
+    pub fn shared_round_trips(&self) -> u64 {
+        self.inner
+            .shared
+            .as_ref()
+            .map_or(0, SharedQuota::round_trips)
     }
 
     /// How many keys hold state in the local bucket (idle ones are dropped every 1,024
@@ -192,21 +216,15 @@ impl Pacer {
     }
 
     /// One non-blocking round: a reservation, or the wait before the next round.
-    fn try_admit(
+    async fn try_admit(
         &self,
         key: &str,
         cost: u32,
         now: Duration,
-    ) -> Result<Result<Option<Reservation>, Duration>, PacingError> {
-        let reservation = match &self.inner.learned {
+    ) -> Result<Result<Reservation, Duration>, PacingError> {
+        let epoch = match &self.inner.learned {
             Some(learned) => match learned.try_reserve(key, now, u64::from(cost)) {
-                Admission::Reserved { epoch } => Some(Reservation {
-                    pacer: self.inner.clone(),
-                    key: key.to_owned(),
-                    epoch,
-                    cost,
-                    sent: false,
-                }),
+                Admission::Reserved { epoch } => epoch,
                 Admission::WaitUntil(until) => {
                     let wait = self
                         .inner
@@ -215,7 +233,14 @@ impl Pacer {
                     return Ok(Err(wait));
                 }
             },
-            None => None,
+            None => 0,
+        };
+        let reservation = Reservation {
+            pacer: self.inner.clone(),
+            key: key.to_owned(),
+            epoch,
+            cost,
+            sent: false,
         };
         // Dropping `reservation` on the early returns below gives the budget back.
         if let Some(local) = &self.inner.local {
@@ -223,6 +248,25 @@ impl Pacer {
                 Take::Taken => {}
                 Take::Wait(wait) => return Ok(Err(wait)),
                 Take::Never { burst } => return Err(PacingError::CostTooHigh { cost, burst }),
+            }
+        }
+        // Last, as it is the only await: a local token lost to a shared refusal only slows
+        // this process, while a shared token lost would slow every process.
+        if let Some(shared) = &self.inner.shared {
+            match shared.take(key, cost).await {
+                SharedTake::Taken => {}
+                SharedTake::Wait { wait, gated: false } => return Ok(Err(wait)),
+                SharedTake::Wait { wait, gated: true } => {
+                    self.pause(key, wait);
+                    let wait = self.inner.gate_jitter.apply(wait, &mut rand::rng());
+                    return Ok(Err(wait));
+                }
+                SharedTake::Never { burst } => {
+                    return Err(PacingError::CostTooHigh { cost, burst });
+                }
+                SharedTake::Unavailable(reason) => {
+                    return Err(PacingError::StoreUnavailable { reason });
+                }
             }
         }
         Ok(Ok(reservation))
@@ -275,22 +319,28 @@ impl Permit {
         };
         reservation.sent = true;
         let inner = &reservation.pacer;
-        if let Some(learned) = &inner.learned {
-            let too_many = status == StatusCode::TOO_MANY_REQUESTS;
-            if too_many {
-                tracing::debug!(
-                    key = %key_digest(&reservation.key),
-                    wait = ?info.server_wait(),
-                    "pacing: 429, pausing the key"
-                );
-            }
-            learned.observe(
+        let too_many = status == StatusCode::TOO_MANY_REQUESTS;
+        let pause = match &inner.learned {
+            Some(learned) => learned.observe(
                 &reservation.key,
                 inner.clock.now(),
                 reservation.epoch,
                 too_many,
                 info,
+            ),
+            None if too_many => info.server_wait().filter(|wait| !wait.is_zero()),
+            None => None,
+        };
+        if let Some(wait) = pause {
+            tracing::debug!(
+                key = %key_digest(&reservation.key),
+                ?wait,
+                too_many,
+                "pacing: quota spent, pausing the key"
             );
+            if let Some(shared) = &inner.shared {
+                shared.close_gate(&reservation.key, wait).await;
+            }
         }
     }
 }

@@ -1,0 +1,345 @@
+//! A quota shared by many processes: a token bucket kept by a store (Redis) that every process
+//! takes from, optional leases (K tokens per round trip, spent locally), a shared "quota spent
+//! until T" gate, and what to do while the store is out of reach.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use super::config::{BucketScope, Rate};
+use super::local::{LocalBucket, Take};
+use crate::limiter::Clock;
+
+/// How often a store that failed is tried again: the pacer is back on the shared bucket within
+/// this much (plus one command) after the store returns.
+const PROBE_EVERY: Duration = Duration::from_millis(200);
+/// At most one warning about an unreachable store per this much.
+const WARN_EVERY: Duration = Duration::from_secs(10);
+/// How stale a shared gate reading may be: another process's 429 pauses us within this much.
+const GATE_REFRESH: Duration = Duration::from_millis(100);
+
+/// What a shared bucket does while its store is out of reach.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum StoreFailure {
+    /// Let requests through, with a `tracing` warning (at most one per 10 s). The default:
+    /// a store outage should not stop the job, the server still enforces its quota.
+    #[default]
+    FailOpen,
+    /// Refuse requests with [`PacingError::StoreUnavailable`](super::PacingError).
+    FailClosed,
+    /// Pace with a bucket in this process at the shared rate divided by `processes` (the
+    /// number of processes that share the quota), so together they stay under it.
+    LocalFallback {
+        /// How many processes share the quota.
+        processes: u32,
+    },
+}
+
+/// The outcome of one take from a store.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum StoreTake {
+    /// Taken; `remaining` tokens are left in the bucket.
+    Taken {
+        remaining: u64,
+    },
+    Wait(Duration),
+    Never,
+}
+
+/// The store behind a shared bucket (Redis; a fake in tests). Errors are plain messages that
+/// never hold a key.
+#[async_trait::async_trait]
+pub(crate) trait SharedStore: Send + Sync + 'static {
+    /// Takes `cost` tokens for `key` if they are there now (nothing is taken otherwise).
+    async fn take(&self, key: &str, cost: u64) -> Result<StoreTake, String>;
+    /// Closes the shared gate of `key` for `wait` (a longer gate already there wins).
+    async fn close_gate(&self, key: &str, wait: Duration) -> Result<(), String>;
+    /// How long the shared gate of `key` stays closed (zero when open).
+    async fn gate(&self, key: &str) -> Result<Duration, String>;
+}
+
+/// A token bucket that many processes share, with its lease size and failure policy.
+/// Hand it to [`PacerBuilder::shared`](super::PacerBuilder::shared).
+#[derive(Clone)]
+pub struct SharedBucket {
+    pub(crate) store: Arc<dyn SharedStore>,
+    pub(crate) rate: Rate,
+    pub(crate) lease: u32,
+    pub(crate) on_failure: StoreFailure,
+}
+
+impl SharedBucket {
+    pub(crate) fn from_store(store: Arc<dyn SharedStore>, rate: Rate) -> SharedBucket {
+        SharedBucket {
+            store,
+            rate,
+            lease: 1,
+            on_failure: StoreFailure::default(),
+        }
+    }
+
+    /// Takes `tokens` per round trip to the store and spends them in this process (off by
+    /// default: 1). Round trips per request fall to about 1/`tokens`; the price is that the
+    /// processes together may run ahead of the quota by at most `tokens × processes`
+    /// requests. Clamped to the bucket's burst.
+    pub fn lease(mut self, tokens: u32) -> SharedBucket {
+        self.lease = tokens.clamp(1, self.rate.burst());
+        self
+    }
+
+    /// What to do while the store is out of reach (default: fail open).
+    pub fn on_failure(mut self, policy: StoreFailure) -> SharedBucket {
+        self.on_failure = policy;
+        self
+    }
+}
+
+impl std::fmt::Debug for SharedBucket {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SharedBucket")
+            .field("rate", &self.rate)
+            .field("lease", &self.lease)
+            .field("on_failure", &self.on_failure)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The outcome of a take from the shared quota, for the pacer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum SharedTake {
+    Taken,
+    /// Wait this long (for tokens, or for the shared gate: then `gated`).
+    Wait {
+        wait: Duration,
+        gated: bool,
+    },
+    Never {
+        burst: u32,
+    },
+    /// The store is out of reach and the policy is fail-closed.
+    Unavailable(String),
+}
+
+/// Tokens taken from the store ahead of use; unused ones lapse after they would have refilled.
+#[derive(Debug, Default, Clone, Copy)]
+struct Lease {
+    tokens: u64,
+    lapses_at: Duration,
+    /// The store said how few tokens it has left: asking before this time would be refused,
+    /// so the wait is taken here instead of a refused round trip.
+    ask_again_at: Duration,
+}
+
+/// What the lease can do for one request.
+enum LeaseSpend {
+    Spent,
+    AskLater(Duration),
+    AskStore,
+}
+
+/// A shared bucket at work inside one pacer.
+pub(crate) struct SharedQuota {
+    bucket: SharedBucket,
+    clock: Arc<dyn Clock>,
+    fallback: Option<LocalBucket>,
+    leases: Mutex<HashMap<String, Lease>>,
+    gate_read_at: Mutex<HashMap<String, Duration>>,
+    /// Nanoseconds on `clock` before which the store is not tried again (0: healthy).
+    retry_store_at: AtomicU64,
+    last_warning_at: AtomicU64,
+    round_trips: AtomicU64,
+}
+
+impl SharedQuota {
+    pub(crate) fn new(bucket: SharedBucket, clock: Arc<dyn Clock>) -> SharedQuota {
+        let fallback = match bucket.on_failure {
+            StoreFailure::LocalFallback { processes } => Some(LocalBucket::new(
+                bucket.rate.divided_by(processes),
+                BucketScope::PerKey,
+                clock.clone(),
+            )),
+            _ => None,
+        };
+        SharedQuota {
+            bucket,
+            clock,
+            fallback,
+            leases: Mutex::default(),
+            gate_read_at: Mutex::default(),
+            retry_store_at: AtomicU64::new(0),
+            last_warning_at: AtomicU64::new(0),
+            round_trips: AtomicU64::new(0),
+        }
+    }
+
+    /// Calls made to the store so far.
+    pub(crate) fn round_trips(&self) -> u64 {
+        self.round_trips.load(Ordering::Relaxed)
+    }
+
+    /// Takes `cost` for `key`: from the lease if it holds enough, else from the store.
+    pub(crate) async fn take(&self, key: &str, cost: u32) -> SharedTake {
+        let cost64 = u64::from(cost);
+        match self.spend_lease(key, cost64) {
+            LeaseSpend::Spent => return SharedTake::Taken,
+            LeaseSpend::AskLater(wait) => return SharedTake::Wait { wait, gated: false },
+            LeaseSpend::AskStore => {}
+        }
+        if !self.store_is_due() {
+            return self.on_store_down(key, cost, None);
+        }
+        if self.gate_read_due(key) {
+            match self.call(self.bucket.store.gate(key)).await {
+                Ok(gate) if !gate.is_zero() => {
+                    return SharedTake::Wait {
+                        wait: gate,
+                        gated: true,
+                    };
+                }
+                Ok(_) => {}
+                Err(error) => return self.on_store_down(key, cost, Some(error)),
+            }
+        }
+        let want = u64::from(self.bucket.lease).max(cost64);
+        match self.call(self.bucket.store.take(key, want)).await {
+            Ok(StoreTake::Taken { remaining }) => {
+                self.store_back();
+                self.fill_lease(key, want - cost64, want.saturating_sub(remaining));
+                SharedTake::Taken
+            }
+            Ok(StoreTake::Wait(wait)) => {
+                self.store_back();
+                SharedTake::Wait { wait, gated: false }
+            }
+            Ok(StoreTake::Never) => SharedTake::Never {
+                burst: self.bucket.rate.burst(),
+            },
+            Err(error) => self.on_store_down(key, cost, Some(error)),
+        }
+    }
+
+    /// Tells every process that `key`'s quota is spent for `wait`.
+    pub(crate) async fn close_gate(&self, key: &str, wait: Duration) {
+        if !self.store_is_due() {
+            return;
+        }
+        if let Err(error) = self.call(self.bucket.store.close_gate(key, wait)).await {
+            self.on_store_down(key, 1, Some(error));
+        }
+    }
+
+    async fn call<T>(&self, call: impl Future<Output = Result<T, String>>) -> Result<T, String> {
+        self.round_trips.fetch_add(1, Ordering::Relaxed);
+        call.await
+    }
+
+    fn spend_lease(&self, key: &str, cost: u64) -> LeaseSpend {
+        let now = self.clock.now();
+        let mut leases = self.leases.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(lease) = leases.get_mut(key) else {
+            return LeaseSpend::AskStore;
+        };
+        if lease.lapses_at <= now {
+            lease.tokens = 0;
+        }
+        if lease.tokens >= cost {
+            lease.tokens -= cost;
+            LeaseSpend::Spent
+        } else if lease.ask_again_at > now {
+            LeaseSpend::AskLater(lease.ask_again_at - now)
+        } else {
+            LeaseSpend::AskStore
+        }
+    }
+
+    /// Keeps `tokens` for later, and notes when the store will have `missing` more tokens.
+    fn fill_lease(&self, key: &str, tokens: u64, missing: u64) {
+        let now = self.clock.now();
+        let period = self.bucket.rate.period();
+        let refill = |n: u64| period.saturating_mul(u32::try_from(n).unwrap_or(u32::MAX));
+        let lease = Lease {
+            tokens,
+            // Unused tokens lapse once the bucket would have refilled them anyway.
+            lapses_at: now.saturating_add(refill(tokens)),
+            ask_again_at: now.saturating_add(refill(missing)),
+        };
+        let mut leases = self.leases.lock().unwrap_or_else(|e| e.into_inner());
+        if leases.len() >= 1024 {
+            leases.retain(|_, l| l.lapses_at > now || l.ask_again_at > now);
+        }
+        leases.insert(key.to_owned(), lease);
+    }
+
+    fn gate_read_due(&self, key: &str) -> bool {
+        let now = self.clock.now();
+        let mut read_at = self.gate_read_at.lock().unwrap_or_else(|e| e.into_inner());
+        if read_at.len() > 4096 {
+            read_at.retain(|_, at| now.saturating_sub(*at) < GATE_REFRESH);
+        }
+        match read_at.get(key) {
+            Some(at) if now.saturating_sub(*at) < GATE_REFRESH => false,
+            _ => {
+                read_at.insert(key.to_owned(), now);
+                true
+            }
+        }
+    }
+
+    fn store_is_due(&self) -> bool {
+        let retry_at = self.retry_store_at.load(Ordering::Relaxed);
+        retry_at == 0 || nanos(self.clock.now()) >= retry_at
+    }
+
+    fn store_back(&self) {
+        if self.retry_store_at.swap(0, Ordering::Relaxed) != 0 {
+            tracing::info!("pacing: shared quota store reachable again");
+        }
+    }
+
+    /// Applies the failure policy, and keeps the store aside until the next probe.
+    fn on_store_down(&self, key: &str, cost: u32, error: Option<String>) -> SharedTake {
+        let now = nanos(self.clock.now());
+        if let Some(error) = &error {
+            self.retry_store_at.store(
+                now.saturating_add(nanos(PROBE_EVERY)).max(1),
+                Ordering::Relaxed,
+            );
+            let last = self.last_warning_at.load(Ordering::Relaxed);
+            if (last == 0 || now.saturating_sub(last) >= nanos(WARN_EVERY))
+                && self
+                    .last_warning_at
+                    .compare_exchange(last, now.max(1), Ordering::Relaxed, Ordering::Relaxed)
+                    .is_ok()
+            {
+                tracing::warn!(
+                    policy = ?self.bucket.on_failure,
+                    %error,
+                    "pacing: shared quota store unreachable"
+                );
+            }
+        }
+        match (&self.bucket.on_failure, &self.fallback) {
+            (StoreFailure::FailClosed, _) => SharedTake::Unavailable(
+                error.unwrap_or_else(|| "store unreachable at the last try".to_owned()),
+            ),
+            (StoreFailure::LocalFallback { .. }, Some(fallback)) => {
+                match fallback.try_take(key, cost) {
+                    Take::Taken => SharedTake::Taken,
+                    Take::Wait(wait) => SharedTake::Wait { wait, gated: false },
+                    Take::Never { burst } => SharedTake::Never { burst },
+                }
+            }
+            _ => SharedTake::Taken,
+        }
+    }
+}
+
+fn nanos(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+}
+
+#[cfg(test)]
+mod tests;
