@@ -1,13 +1,103 @@
 //! Rate-limiting algorithms behind one trait, used by both sides: the mock servers enforce with
 //! them, the client pacer paces with them.
 //!
-//! (module docs: written with the algorithms)
+//! Five keyed in-memory algorithms implement [`RateLimiter`]; each key (client, API key,
+//! route…) has its own quota, and every one takes a [`Clock`] so tests run on a
+//! [`ManualClock`], exactly and instantly.
+//!
+//! # Which algorithm when
+//!
+//! | algorithm | admits | state per key | pick it to |
+//! |---|---|---|---|
+//! | [`FixedWindow`] | `limit` per window aligned on the clock | 2 integers | mimic most servers (`X-RateLimit-*` with a reset time); cheapest; up to 2 × limit across a boundary |
+//! | [`SlidingWindowLog`] | `limit` in *any* window-long stretch, exactly | one entry per admitted instant, at most `limit` | be exact when limits are small |
+//! | [`SlidingWindowCounter`] | about `limit` per sliding window (see its docs for the margin) | 3 integers | smooth boundaries at fixed-window cost (Cloudflare, many gateways) |
+//! | [`TokenBucket`] | bursts up to `capacity`, then the refill rate | 2 integers | allow bursts with a steady average (AWS API Gateway, Stripe) |
+//! | [`LeakyBucket`] | `capacity` of pending level, draining steadily | 2 integers | mimic a meter that fills and drains (Shopify) |
+//!
+//! Every `check` is O(1) amortized (the log's rejections also walk the entries they wait for),
+//! takes one lock and reads the clock once; the arithmetic is in integers (nanoseconds, and
+//! buckets counted in fractions of their rate's period), so no decision drifts or panics.
+//! Bucket rates are [`Rate`]s, exact fractions such as 100 per minute, or floats per second
+//! kept to 10⁻⁹ units per second.
+//!
+//! # What a [`Decision`] says, in every algorithm
+//!
+//! - `allowed`: the cost was taken. A cost of 0 is a pure query: always allowed, takes
+//!   nothing, and reports the state as it is.
+//! - `limit`: the quota per window, or the bucket capacity.
+//! - `remaining`: whole units left after this decision (rounded down).
+//! - `reset`: the time until the whole quota is available again if nothing else is admitted,
+//!   zero when it already is: the end of the current window for [`FixedWindow`]; the moment the
+//!   newest logged request leaves the window for [`SlidingWindowLog`]; for
+//!   [`SlidingWindowCounter`] the end of the next window when the current one has a count (it
+//!   fades out over the next), else the end of the current one; the time to full (token) or to
+//!   empty (leaky) for the buckets.
+//! - `retry_after`: for a rejected request, the exact time (rounded up to the nanosecond)
+//!   after which the same request, with the same cost, passes if nothing else happens; `None`
+//!   when allowed, and when the cost is above the limit (it can never pass).
+//!
+//! A rejected request takes nothing. Limits, capacities, windows and rates of zero are rejected
+//! with a [`LimiterConfigError`]; windows beyond `u64::MAX` nanoseconds (about 584 years) are
+//! clamped to that.
+//!
+//! # Memory
+//!
+//! A key whose state decides exactly as a fresh key's (its window passed, its bucket refilled
+//! or drained) is dropped: at once when a check leaves it so, else by a sweep that runs once
+//! every `max(keys held after the last sweep, 1,024)` checks. So `keys_held()` stays below
+//! `keys active within one idle period + max(those, 1,024)`, whatever the number of keys seen,
+//! and each sweep's cost is paid by as many checks as it visits.
+//!
+//! # Example
+//!
+//! ```
+//! use std::time::Duration;
+//! use reqwest_polite::limiter::{ManualClock, Rate, RateLimiter, TokenBucket};
+//!
+//! // Arrange: 10 tokens per key, refilling at 10 per minute (one every 6 s).
+//! let clock = ManualClock::new();
+//! let limiter = TokenBucket::with_rate(10, Rate::new(10, Duration::from_secs(60)))?
+//!     .with_clock(clock.clone());
+//!
+//! // Act: a key spends its whole bucket, then asks for one more.
+//! let burst = limiter.check("tenant-a", 10);
+//! let denied = limiter.check("tenant-a", 1);
+//!
+//! // Assert: the burst passed; the next token comes in 6 s; other keys are untouched.
+//! assert!(burst.allowed);
+//! assert_eq!((burst.remaining, burst.reset), (0, Duration::from_secs(60)));
+//! assert!(!denied.allowed);
+//! assert_eq!(denied.retry_after, Some(Duration::from_secs(6)));
+//! assert!(limiter.check("tenant-b", 1).allowed);
+//!
+//! clock.advance(Duration::from_secs(6));
+//! assert!(limiter.check("tenant-a", 1).allowed);
+//! # Ok::<(), reqwest_polite::limiter::LimiterConfigError>(())
+//! ```
 
 mod clock;
+mod error;
+mod fixed_window;
+mod keyed;
+mod leaky_bucket;
+mod rate;
+pub mod redis;
+mod sliding_window_counter;
+mod sliding_window_log;
+mod time;
+mod token_bucket;
 
 use std::time::Duration;
 
 pub use clock::{Clock, ManualClock, SystemClock};
+pub use error::LimiterConfigError;
+pub use fixed_window::FixedWindow;
+pub use leaky_bucket::LeakyBucket;
+pub use rate::Rate;
+pub use sliding_window_counter::SlidingWindowCounter;
+pub use sliding_window_log::SlidingWindowLog;
+pub use token_bucket::TokenBucket;
 
 /// The verdict of a limiter on one request, with everything a server needs for its headers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -1,0 +1,395 @@
+//! What both limiter variants share: the scripts, their arguments, the keys and the reply.
+
+use std::sync::LazyLock;
+use std::time::{Duration, SystemTime};
+
+use redis::{Script, Value};
+
+use super::RedisLimitError;
+use super::keys::{key, key_prefix};
+use crate::limiter::Decision;
+
+static FIXED_WINDOW: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("fixed_window.lua")));
+static SLIDING_WINDOW_LOG: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("sliding_window_log.lua")));
+static SLIDING_WINDOW_COUNTER: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("sliding_window_counter.lua")));
+static TOKEN_BUCKET: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("token_bucket.lua")));
+
+/// Lua numbers are doubles: integers above 2^53 would silently lose precision.
+const MAX_EXACT: u64 = 1 << 53;
+/// Longest window, in µs (about 142 years): keeps window arithmetic on server time exact.
+const MAX_WINDOW_MICROS: u64 = 1 << 52;
+
+/// A decision together with the Redis server time it was made at.
+///
+/// The scripts read the time from the server (`TIME`), never from the caller; this exposes it,
+/// so a caller can line its own clock up with the shared one (tests drive a
+/// [`ManualClock`](crate::limiter::ManualClock) with it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ServerDecision {
+    /// The verdict.
+    pub decision: Decision,
+    /// The Redis server's clock when it decided.
+    pub server_time: SystemTime,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Algorithm {
+    FixedWindow,
+    SlidingWindowLog,
+    SlidingWindowCounter,
+    TokenBucket { refill_per_sec: f64 },
+}
+
+/// One configured limit: which script, with which numbers, under which name.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct LimitSpec {
+    name: String,
+    algorithm: Algorithm,
+    limit: u64,
+    window: Duration,
+}
+
+impl LimitSpec {
+    pub(crate) fn fixed_window(
+        name: String,
+        limit: u64,
+        window: Duration,
+    ) -> Result<Self, RedisLimitError> {
+        Self::windowed(name, Algorithm::FixedWindow, limit, window)
+    }
+
+    pub(crate) fn sliding_window_log(
+        name: String,
+        limit: u64,
+        window: Duration,
+    ) -> Result<Self, RedisLimitError> {
+        Self::windowed(name, Algorithm::SlidingWindowLog, limit, window)
+    }
+
+    pub(crate) fn sliding_window_counter(
+        name: String,
+        limit: u64,
+        window: Duration,
+    ) -> Result<Self, RedisLimitError> {
+        Self::windowed(name, Algorithm::SlidingWindowCounter, limit, window)
+    }
+
+    pub(crate) fn token_bucket(
+        name: String,
+        capacity: u64,
+        refill_per_sec: f64,
+    ) -> Result<Self, RedisLimitError> {
+        if capacity == 0 {
+            return Err(RedisLimitError::InvalidConfig {
+                reason: "capacity must be above zero",
+            });
+        }
+        if !(refill_per_sec.is_finite() && refill_per_sec > 0.0) {
+            return Err(RedisLimitError::InvalidConfig {
+                reason: "refill rate must be a finite number of tokens per second above zero",
+            });
+        }
+        let capacity = capacity.min(MAX_EXACT);
+        // the time a bucket takes to fill from empty
+        let window =
+            Duration::try_from_secs_f64(capacity as f64 / refill_per_sec).unwrap_or(Duration::MAX);
+        Ok(Self {
+            name,
+            algorithm: Algorithm::TokenBucket { refill_per_sec },
+            limit: capacity,
+            window,
+        })
+    }
+
+    fn windowed(
+        name: String,
+        algorithm: Algorithm,
+        limit: u64,
+        window: Duration,
+    ) -> Result<Self, RedisLimitError> {
+        if limit == 0 {
+            return Err(RedisLimitError::InvalidConfig {
+                reason: "limit must be above zero",
+            });
+        }
+        if window.is_zero() {
+            return Err(RedisLimitError::InvalidConfig {
+                reason: "window must be longer than zero",
+            });
+        }
+        let window = window.min(Duration::from_micros(MAX_WINDOW_MICROS));
+        Ok(Self {
+            name,
+            algorithm,
+            limit: limit.min(MAX_EXACT),
+            window,
+        })
+    }
+
+    pub(crate) fn name(&self) -> &str {
+        &self.name
+    }
+
+    pub(crate) fn limit(&self) -> u64 {
+        self.limit
+    }
+
+    pub(crate) fn window(&self) -> Duration {
+        self.window
+    }
+
+    pub(crate) fn script(&self) -> &'static Script {
+        match self.algorithm {
+            Algorithm::FixedWindow => &FIXED_WINDOW,
+            Algorithm::SlidingWindowLog => &SLIDING_WINDOW_LOG,
+            Algorithm::SlidingWindowCounter => &SLIDING_WINDOW_COUNTER,
+            Algorithm::TokenBucket { .. } => &TOKEN_BUCKET,
+        }
+    }
+
+    /// The keys the script touches for `identity`; all share one hash tag.
+    pub(crate) fn keys(&self, identity: &str) -> Vec<String> {
+        let prefix = key_prefix(&self.name, identity);
+        match self.algorithm {
+            Algorithm::FixedWindow => vec![key(&prefix, "fw")],
+            Algorithm::SlidingWindowLog => vec![key(&prefix, "log"), key(&prefix, "seq")],
+            Algorithm::SlidingWindowCounter => vec![key(&prefix, "swc")],
+            Algorithm::TokenBucket { .. } => vec![key(&prefix, "tb")],
+        }
+    }
+
+    /// The script's arguments. No time among them: the script reads the server's clock.
+    pub(crate) fn args(&self, cost: u64) -> Vec<String> {
+        let cost = cost.min(MAX_EXACT).to_string();
+        match self.algorithm {
+            Algorithm::TokenBucket { refill_per_sec } => {
+                // `Display` for f64 prints the shortest string that reads back to the same value
+                vec![self.limit.to_string(), refill_per_sec.to_string(), cost]
+            }
+            _ => {
+                // at least 1 µs: a sub-µs window would divide by zero in the script
+                let micros = u64::try_from(self.window.as_micros()).unwrap_or(MAX_WINDOW_MICROS);
+                vec![self.limit.to_string(), micros.max(1).to_string(), cost]
+            }
+        }
+    }
+
+    /// Reads the script's reply:
+    /// `{ allowed, remaining, reset µs, retry_after µs or "", server seconds, server µs }`.
+    pub(crate) fn parse_reply(&self, reply: &Value) -> Result<ServerDecision, RedisLimitError> {
+        let Value::Array(items) = reply else {
+            return Err(unexpected(format!(
+                "expected an array, got {}",
+                shape(reply)
+            )));
+        };
+        let [allowed, remaining, reset, retry_after, seconds, micros] = items.as_slice() else {
+            return Err(unexpected(format!(
+                "expected 6 elements, got {}",
+                items.len()
+            )));
+        };
+        let allowed = integer(allowed, "allowed")? == 1;
+        let remaining = u64::try_from(integer(remaining, "remaining")?).unwrap_or(0);
+        let reset = micros_duration(reset, "reset")?.unwrap_or(Duration::ZERO);
+        let retry_after = micros_duration(retry_after, "retry_after")?;
+        let seconds = u64::try_from(integer(seconds, "server seconds")?).unwrap_or(0);
+        let micros = u64::try_from(integer(micros, "server microseconds")?).unwrap_or(0);
+        let server_time =
+            SystemTime::UNIX_EPOCH + Duration::from_secs(seconds) + Duration::from_micros(micros);
+        Ok(ServerDecision {
+            decision: Decision {
+                allowed,
+                limit: self.limit,
+                remaining: remaining.min(self.limit),
+                reset,
+                retry_after: if allowed { None } else { retry_after },
+            },
+            server_time,
+        })
+    }
+}
+
+fn unexpected(detail: String) -> RedisLimitError {
+    RedisLimitError::UnexpectedReply { detail }
+}
+
+/// The kind of a reply value, for error messages: never its content.
+fn shape(value: &Value) -> &'static str {
+    match value {
+        Value::Nil => "nil",
+        Value::Int(_) => "an integer",
+        Value::BulkString(_) => "a bulk string",
+        Value::SimpleString(_) => "a simple string",
+        Value::Array(_) => "an array",
+        Value::Okay => "OK",
+        Value::ServerError(_) => "a server error",
+        _ => "another kind of value",
+    }
+}
+
+fn text<'a>(value: &'a Value, field: &str) -> Result<&'a str, RedisLimitError> {
+    match value {
+        Value::BulkString(bytes) => {
+            std::str::from_utf8(bytes).map_err(|_| unexpected(format!("{field}: not UTF-8")))
+        }
+        Value::SimpleString(text) => Ok(text),
+        other => Err(unexpected(format!(
+            "{field}: expected a string, got {}",
+            shape(other)
+        ))),
+    }
+}
+
+fn integer(value: &Value, field: &str) -> Result<i64, RedisLimitError> {
+    match value {
+        Value::Int(n) => Ok(*n),
+        other => text(other, field)?
+            .parse()
+            .map_err(|_| unexpected(format!("{field}: not an integer"))),
+    }
+}
+
+/// A fractional number of µs sent as a string (`""` for none), as a `Duration` rounded up.
+fn micros_duration(value: &Value, field: &str) -> Result<Option<Duration>, RedisLimitError> {
+    let text = text(value, field)?;
+    if text.is_empty() {
+        return Ok(None);
+    }
+    let micros: f64 = text
+        .parse()
+        .map_err(|_| unexpected(format!("{field}: not a number")))?;
+    if micros.is_nan() {
+        return Err(unexpected(format!("{field}: not a number")));
+    }
+    let nanos = (micros.max(0.0) * 1000.0).ceil();
+    // `as` saturates: an infinite wait becomes the longest Duration we can build from nanos
+    Ok(Some(Duration::from_nanos(nanos as u64)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn bulk(text: &str) -> Value {
+        Value::BulkString(text.as_bytes().to_vec())
+    }
+
+    fn spec() -> LimitSpec {
+        LimitSpec::fixed_window("api".into(), 10, Duration::from_secs(1)).unwrap()
+    }
+
+    #[test]
+    fn a_reply_becomes_a_decision_with_the_server_time() {
+        let reply = Value::Array(vec![
+            Value::Int(0),
+            Value::Int(0),
+            bulk("250000.500"),
+            bulk("1000.001"),
+            bulk("1700000000"),
+            bulk("42"),
+        ]);
+        let got = spec().parse_reply(&reply).unwrap();
+        assert_eq!(
+            got.decision,
+            Decision {
+                allowed: false,
+                limit: 10,
+                remaining: 0,
+                reset: Duration::from_nanos(250_000_500),
+                retry_after: Some(Duration::from_nanos(1_000_001)),
+            }
+        );
+        assert_eq!(
+            got.server_time,
+            SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000) + Duration::from_micros(42)
+        );
+    }
+
+    #[test]
+    fn malformed_replies_are_errors_not_panics() {
+        let replies = [
+            Value::Nil,
+            Value::Int(1),
+            Value::Array(vec![Value::Int(1)]),
+            Value::Array(vec![
+                Value::Nil,
+                Value::Int(0),
+                bulk("0"),
+                bulk(""),
+                bulk("1"),
+                bulk("2"),
+            ]),
+            Value::Array(vec![
+                Value::Int(1),
+                Value::Int(0),
+                bulk("nan"),
+                bulk(""),
+                bulk("1"),
+                bulk("2"),
+            ]),
+            Value::Array(vec![
+                Value::Int(1),
+                Value::Int(0),
+                Value::BulkString(vec![0xff]),
+                bulk(""),
+                bulk("1"),
+                bulk("2"),
+            ]),
+        ];
+        for reply in replies {
+            let err = spec().parse_reply(&reply).unwrap_err();
+            assert!(
+                matches!(err, RedisLimitError::UnexpectedReply { .. }),
+                "{err}"
+            );
+        }
+    }
+
+    #[test]
+    fn infinite_or_negative_waits_saturate() {
+        let reply = Value::Array(vec![
+            Value::Int(0),
+            Value::Int(-3),
+            bulk("inf"),
+            bulk("-5"),
+            bulk("1"),
+            bulk("2"),
+        ]);
+        let got = spec().parse_reply(&reply).unwrap().decision;
+        assert_eq!(got.remaining, 0);
+        assert_eq!(got.reset, Duration::from_nanos(u64::MAX));
+        assert_eq!(got.retry_after, Some(Duration::ZERO));
+    }
+
+    #[test]
+    fn arguments_carry_no_time_and_clamp_to_exact_lua_numbers() {
+        assert_eq!(spec().args(3), ["10", "1000000", "3"]);
+        assert_eq!(spec().args(u64::MAX)[2], MAX_EXACT.to_string());
+        let bucket = LimitSpec::token_bucket("b".into(), u64::MAX, 0.5).unwrap();
+        assert_eq!(
+            bucket.args(1),
+            [MAX_EXACT.to_string(), "0.5".into(), "1".into()]
+        );
+    }
+
+    #[test]
+    fn unusable_configurations_are_rejected() {
+        for rate in [0.0, -1.0, f64::NAN, f64::INFINITY] {
+            assert!(LimitSpec::token_bucket("b".into(), 1, rate).is_err());
+        }
+        assert!(LimitSpec::sliding_window_log("l".into(), 1, Duration::ZERO).is_err());
+        assert!(LimitSpec::fixed_window("f".into(), 0, Duration::from_secs(1)).is_err());
+        assert!(LimitSpec::token_bucket("b".into(), 0, 1.0).is_err());
+    }
+
+    #[test]
+    fn token_bucket_window_is_the_time_to_fill_from_empty() {
+        let bucket = LimitSpec::token_bucket("b".into(), 10, 4.0).unwrap();
+        assert_eq!(bucket.window(), Duration::from_millis(2500));
+    }
+}

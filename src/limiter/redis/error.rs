@@ -1,0 +1,68 @@
+use std::time::Duration;
+
+/// Why a Redis limiter (or a script run through a [`RedisStore`](super::RedisStore)) gave no
+/// decision.
+///
+/// No variant ever carries a caller identity in clear: keys are hashed before they reach Redis,
+/// and replies are described by their shape only.
+///
+/// ```
+/// use std::time::Duration;
+/// use reqwest_polite::limiter::redis::RedisLimitError;
+///
+/// let err = RedisLimitError::Timeout { after: Duration::from_millis(50) };
+/// assert!(err.is_unavailable());
+/// assert_eq!(err.to_string(), "redis did not answer within 50ms");
+/// ```
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum RedisLimitError {
+    /// Redis gave no answer within the command timeout (down, slow, or unreachable).
+    #[error("redis did not answer within {after:?}")]
+    Timeout {
+        /// The timeout that ran out.
+        after: Duration,
+    },
+    /// Redis or the client library reported an error (connection refused, script error…).
+    #[error("redis error")]
+    Redis(#[source] redis::RedisError),
+    /// Redis answered, but not with what the script returns: a bug or a foreign script.
+    #[error("unexpected reply from redis: {detail}")]
+    UnexpectedReply {
+        /// The shape of the reply that did not fit (never the keys that were asked about).
+        detail: String,
+    },
+    /// A limiter or store was configured with values it cannot work with.
+    #[error("invalid redis limiter configuration: {reason}")]
+    InvalidConfig {
+        /// What is wrong.
+        reason: &'static str,
+    },
+}
+
+impl RedisLimitError {
+    /// Whether Redis could not be reached or did not answer in time, as opposed to a bug or a
+    /// bad configuration: the case a fail-open or local-fallback policy is for.
+    pub fn is_unavailable(&self) -> bool {
+        match self {
+            Self::Timeout { .. } => true,
+            Self::Redis(err) => {
+                err.is_io_error()
+                    || err.is_timeout()
+                    || err.is_connection_refusal()
+                    || err.is_connection_dropped()
+                    || err.is_unrecoverable_error()
+            }
+            Self::UnexpectedReply { .. } | Self::InvalidConfig { .. } => false,
+        }
+    }
+
+    /// Maps a client error, turning the client's own response timeout into [`Self::Timeout`].
+    pub(crate) fn from_redis(err: redis::RedisError, timeout: Duration) -> Self {
+        if err.is_timeout() {
+            Self::Timeout { after: timeout }
+        } else {
+            Self::Redis(err)
+        }
+    }
+}

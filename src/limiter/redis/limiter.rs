@@ -1,0 +1,139 @@
+use std::sync::Arc;
+use std::time::Duration;
+
+use redis::Value;
+
+use super::algorithm::{LimitSpec, ServerDecision};
+use super::{RedisLimitError, RedisStore};
+use crate::limiter::Decision;
+
+/// A keyed rate limiter whose state lives in Redis, shared by every process that uses the same
+/// name and store. Each decision is one atomic script call, timed by the Redis server's clock.
+///
+/// ```no_run
+/// use std::time::Duration;
+/// use reqwest_polite::limiter::redis::{RedisLimiter, RedisOptions, RedisStore};
+///
+/// # async fn run() -> Result<(), reqwest_polite::limiter::redis::RedisLimitError> {
+/// let store = RedisStore::standalone("redis://127.0.0.1:6379", RedisOptions::default()).await?;
+/// let limiter = RedisLimiter::token_bucket(store, "partner-api", 10, 2.0)?;
+///
+/// let decision = limiter.check("tenant-42", 1).await?;
+/// assert!(decision.allowed);
+/// assert_eq!(decision.limit, 10);
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Debug, Clone)]
+pub struct RedisLimiter {
+    store: RedisStore,
+    spec: Arc<LimitSpec>,
+}
+
+impl RedisLimiter {
+    /// At most `limit` units per window; windows are aligned to multiples of `window` on the
+    /// Redis server's clock. Fails on a zero limit or window.
+    pub fn fixed_window(
+        store: RedisStore,
+        name: impl Into<String>,
+        limit: u64,
+        window: Duration,
+    ) -> Result<Self, RedisLimitError> {
+        Ok(Self::new(
+            store,
+            LimitSpec::fixed_window(name.into(), limit, window)?,
+        ))
+    }
+
+    /// At most `limit` units within any `window`, exactly (one sorted-set entry per unit).
+    /// Fails on a zero limit or window.
+    pub fn sliding_window_log(
+        store: RedisStore,
+        name: impl Into<String>,
+        limit: u64,
+        window: Duration,
+    ) -> Result<Self, RedisLimitError> {
+        Ok(Self::new(
+            store,
+            LimitSpec::sliding_window_log(name.into(), limit, window)?,
+        ))
+    }
+
+    /// About `limit` units per sliding `window`, estimated from two fixed-window counts.
+    /// Fails on a zero limit or window.
+    pub fn sliding_window_counter(
+        store: RedisStore,
+        name: impl Into<String>,
+        limit: u64,
+        window: Duration,
+    ) -> Result<Self, RedisLimitError> {
+        Ok(Self::new(
+            store,
+            LimitSpec::sliding_window_counter(name.into(), limit, window)?,
+        ))
+    }
+
+    /// A bucket of `capacity` tokens refilled at `refill_per_sec`, starting full. Fails on a zero
+    /// capacity, and unless the rate is finite and above zero.
+    pub fn token_bucket(
+        store: RedisStore,
+        name: impl Into<String>,
+        capacity: u64,
+        refill_per_sec: f64,
+    ) -> Result<Self, RedisLimitError> {
+        Ok(Self::new(
+            store,
+            LimitSpec::token_bucket(name.into(), capacity, refill_per_sec)?,
+        ))
+    }
+
+    fn new(store: RedisStore, spec: LimitSpec) -> Self {
+        Self {
+            store,
+            spec: Arc::new(spec),
+        }
+    }
+
+    /// Decides on a request of `cost` units for `key` (an API key, a tenant id…), taking the
+    /// cost when allowed. `key` is hashed before it reaches Redis. Cost 0 only asks.
+    pub async fn check(&self, key: &str, cost: u64) -> Result<Decision, RedisLimitError> {
+        Ok(self.check_with_server_time(key, cost).await?.decision)
+    }
+
+    /// Like [`check`](Self::check), also telling the Redis server time of the decision.
+    pub async fn check_with_server_time(
+        &self,
+        key: &str,
+        cost: u64,
+    ) -> Result<ServerDecision, RedisLimitError> {
+        let reply: Value = self
+            .store
+            .eval(
+                self.spec.script(),
+                &self.spec.keys(key),
+                &self.spec.args(cost),
+            )
+            .await?;
+        self.spec.parse_reply(&reply)
+    }
+
+    /// The quota per window (or the bucket capacity).
+    pub fn limit(&self) -> u64 {
+        self.spec.limit()
+    }
+
+    /// The window the quota is measured over (for a bucket: the time to refill it from empty).
+    pub fn window(&self) -> Duration {
+        self.spec.window()
+    }
+
+    /// The limit's name, which keeps its keys apart from other limits' keys.
+    pub fn name(&self) -> &str {
+        self.spec.name()
+    }
+
+    /// The store this limiter runs on.
+    pub fn store(&self) -> &RedisStore {
+        &self.store
+    }
+}

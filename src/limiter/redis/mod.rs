@@ -1,0 +1,35 @@
+//! The limiter algorithms kept in Redis, so many processes share one quota.
+//!
+//! Each algorithm is one Lua script (beside this file) run atomically per decision: EVALSHA,
+//! uploaded again when Redis answers `NOSCRIPT` (after a restart or `SCRIPT FLUSH`). The
+//! scripts read the time from the Redis server (`TIME`), never from the caller, so callers
+//! whose clocks disagree still share one truth. Every key gets a TTL of about the time it
+//! takes to become idle, so idle identities cost nothing.
+//!
+//! Keys look like `rp:{<limit name>:<digest>}:<part>`: the digest is a SHA-256 of the caller
+//! identity (API key, tenant id…), so no secret is stored in clear and no identity can break a
+//! key; the `{hash tag}` puts all keys of one identity in one slot, so the same scripts run
+//! unchanged on standalone Redis and on Redis Cluster.
+//!
+//! [`RedisLimiter`] is async over a [`RedisStore`]; [`BlockingRedisLimiter`] over a
+//! [`BlockingRedisStore`] serves synchronous code (wiremock responders). Both give the same
+//! [`Decision`](crate::limiter::Decision) as the in-memory limiters, and every call ends within
+//! the command timeout with a decision or a [`RedisLimitError`].
+//!
+//! Zero limits, capacities, windows and non-positive rates are rejected with
+//! [`RedisLimitError::InvalidConfig`], as the in-memory limiters reject them. Limits and costs
+//! above 2^53 are clamped to 2^53 (Lua numbers are doubles); windows are counted in whole
+//! microseconds (at least one, at most 2^52).
+
+mod algorithm;
+mod blocking;
+mod error;
+mod keys;
+mod limiter;
+mod store;
+
+pub use algorithm::ServerDecision;
+pub use blocking::{BlockingRedisLimiter, BlockingRedisStore};
+pub use error::RedisLimitError;
+pub use limiter::RedisLimiter;
+pub use store::{RedisOptions, RedisStore};

@@ -1,0 +1,204 @@
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::keyed::{Algorithm, KeyedStates};
+use super::time::{duration_nanos, nanos_to_duration};
+use super::{Clock, Decision, LimiterConfigError, RateLimiter};
+
+/// About `limit` units per sliding window, from two counters per key: the estimate is
+/// `previous × (1 − elapsed fraction of the current window) + current`, and a request is
+/// admitted when `estimate + cost ≤ limit`.
+///
+/// Nearly as cheap as [`FixedWindow`](super::FixedWindow), without its double burst at window
+/// boundaries. The estimate assumes the previous window's requests were spread evenly; when
+/// they came at its very end, a window-long stretch ending `t` into the current window can hold
+/// up to `limit + ⌊previous × t / window⌋` units.
+///
+/// ```
+/// use std::time::Duration;
+/// use reqwest_polite::limiter::{ManualClock, RateLimiter, SlidingWindowCounter};
+///
+/// let clock = ManualClock::new();
+/// let limiter = SlidingWindowCounter::new(10, Duration::from_secs(10))?.with_clock(clock.clone());
+///
+/// assert!(limiter.check("alice", 10).allowed); // the whole quota in window 0
+/// clock.set(Duration::from_secs(15)); // halfway through window 1
+/// // estimate = 10 × (1 − 0.5) + 0 = 5, so 5 more fit.
+/// assert_eq!(limiter.check("alice", 5).remaining, 0);
+/// assert!(!limiter.check("alice", 1).allowed);
+/// # Ok::<(), reqwest_polite::limiter::LimiterConfigError>(())
+/// ```
+pub struct SlidingWindowCounter {
+    states: KeyedStates<SlidingCounterRules>,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct SlidingCounterRules {
+    limit: u64,
+    window_nanos: u64,
+}
+
+/// One key's counts in the window it was last used in and in the window before.
+struct TwoWindowCounts {
+    index: u64,
+    previous: u64,
+    current: u64,
+}
+
+impl SlidingWindowCounter {
+    /// About `limit` units per sliding `window`. Zero limits and zero windows are rejected;
+    /// windows longer than `u64::MAX` nanoseconds (about 584 years) are clamped to that.
+    pub fn new(limit: u64, window: Duration) -> Result<Self, LimiterConfigError> {
+        if limit == 0 {
+            return Err(LimiterConfigError::ZeroLimit);
+        }
+        let window_nanos = duration_nanos(window);
+        if window_nanos == 0 {
+            return Err(LimiterConfigError::ZeroWindow);
+        }
+        Ok(Self {
+            states: KeyedStates::new(SlidingCounterRules {
+                limit,
+                window_nanos,
+            }),
+        })
+    }
+
+    /// The same limiter on `clock` (and with no keys held). Windows align to its epoch.
+    pub fn with_clock(self, clock: impl Clock) -> Self {
+        Self {
+            states: self.states.with_clock(Arc::new(clock)),
+        }
+    }
+}
+
+impl SlidingCounterRules {
+    /// The estimate × window (exact in integers), `elapsed` nanoseconds into the window.
+    fn scaled_estimate(&self, previous: u64, current: u128, elapsed: u128) -> u128 {
+        let window = u128::from(self.window_nanos);
+        let fading = u128::from(previous).saturating_mul(window.saturating_sub(elapsed));
+        fading.saturating_add(current.saturating_mul(window))
+    }
+
+    /// The first nanosecond into a window at which `estimate + cost ≤ limit` holds again, for
+    /// a previous count `fading` (> 0) that fades out over the window, when `room` units of
+    /// the limit are left for it: `fading × (W − e) ≤ room × W`.
+    fn first_fit_into_window(&self, fading: u64, room: u64) -> u128 {
+        let window = u128::from(self.window_nanos);
+        let reach = u128::from(room).saturating_mul(window) / u128::from(fading).max(1);
+        window.saturating_sub(reach)
+    }
+
+    fn retry_after(&self, counts: &TwoWindowCounts, elapsed: u128, cost: u64) -> Duration {
+        let window = u128::from(self.window_nanos);
+        let wait = match counts.current.checked_add(cost) {
+            // Later in this window, once enough of the previous window has faded.
+            Some(total) if total <= self.limit => self
+                .first_fit_into_window(counts.previous, self.limit - total)
+                .saturating_sub(elapsed),
+            // Only in the next window, once enough of this window's count has faded.
+            _ => window
+                .saturating_sub(elapsed)
+                .saturating_add(self.first_fit_into_window(counts.current, self.limit - cost)),
+        };
+        nanos_to_duration(wait)
+    }
+}
+
+impl Algorithm for SlidingCounterRules {
+    type State = TwoWindowCounts;
+
+    fn fresh(&self) -> TwoWindowCounts {
+        TwoWindowCounts {
+            index: 0,
+            previous: 0,
+            current: 0,
+        }
+    }
+
+    fn decide(&self, counts: &mut TwoWindowCounts, now: u64, cost: u64) -> Decision {
+        let index = now / self.window_nanos;
+        // A clock that went back keeps counting in the window already reached.
+        if index > counts.index {
+            let previous = if index == counts.index + 1 {
+                counts.current
+            } else {
+                0
+            };
+            *counts = TwoWindowCounts {
+                index,
+                previous,
+                current: 0,
+            };
+        }
+        let window = u128::from(self.window_nanos);
+        let window_start = u128::from(counts.index) * window;
+        let elapsed = u128::from(now).saturating_sub(window_start).min(window);
+        let budget = u128::from(self.limit) * window;
+        let with_cost = u128::from(counts.current) + u128::from(cost);
+        let fits = self.scaled_estimate(counts.previous, with_cost, elapsed) <= budget;
+        if fits {
+            // with_cost ≤ limit here, so it fits a u64.
+            counts.current = counts.current.saturating_add(cost);
+        }
+        let estimate = self.scaled_estimate(counts.previous, counts.current.into(), elapsed);
+        let remaining = u64::try_from(budget.saturating_sub(estimate) / window).unwrap_or(0);
+        // The current count fades out over the next window; the previous one over this one.
+        let full_at = if counts.current > 0 {
+            window_start + 2 * window
+        } else if counts.previous > 0 {
+            window_start + window
+        } else {
+            u128::from(now)
+        };
+        let retry_after =
+            (!fits && cost <= self.limit).then(|| self.retry_after(counts, elapsed, cost));
+        Decision {
+            allowed: fits,
+            limit: self.limit,
+            remaining,
+            reset: nanos_to_duration(full_at.saturating_sub(now.into())),
+            retry_after,
+        }
+    }
+
+    fn is_idle(&self, counts: &TwoWindowCounts, now: u64) -> bool {
+        let index = now / self.window_nanos;
+        if index > counts.index.saturating_add(1) {
+            true
+        } else if index == counts.index.saturating_add(1) {
+            counts.current == 0
+        } else {
+            counts.current == 0 && counts.previous == 0
+        }
+    }
+}
+
+impl RateLimiter for SlidingWindowCounter {
+    fn check(&self, key: &str, cost: u64) -> Decision {
+        self.states.check(key, cost)
+    }
+
+    fn limit(&self) -> u64 {
+        self.states.algorithm().limit
+    }
+
+    fn window(&self) -> Duration {
+        Duration::from_nanos(self.states.algorithm().window_nanos)
+    }
+
+    fn keys_held(&self) -> usize {
+        self.states.keys_held()
+    }
+}
+
+impl fmt::Debug for SlidingWindowCounter {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SlidingWindowCounter")
+            .field("limit", &self.limit())
+            .field("window", &self.window())
+            .field("keys_held", &self.keys_held())
+            .finish()
+    }
+}

@@ -1,0 +1,200 @@
+//! A down, stopped or stalled Redis gives an error value in bounded time, never a hang or a
+//! panic, and limiters work again soon after Redis comes back.
+mod support;
+
+use std::net::{Ipv4Addr, TcpListener};
+use std::time::{Duration, Instant};
+
+use reqwest_polite::limiter::redis::{
+    BlockingRedisLimiter, BlockingRedisStore, RedisLimitError, RedisLimiter, RedisOptions,
+    RedisStore,
+};
+use support::RedisServer;
+
+/// Generous upper bound for "within the command timeout (50 ms) plus a margin".
+const BOUND: Duration = Duration::from_secs(1);
+
+/// A loopback port with nothing listening on it.
+fn closed_port() -> u16 {
+    let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
+    listener.local_addr().unwrap().port()
+    // the listener closes here
+}
+
+fn assert_unavailable(result: Result<impl std::fmt::Debug, RedisLimitError>, started: Instant) {
+    let elapsed = started.elapsed();
+    let err = result.expect_err("redis is down");
+    assert!(err.is_unavailable(), "{err:?}");
+    assert!(elapsed < BOUND, "took {elapsed:?}: {err:?}");
+}
+
+#[tokio::test]
+async fn a_closed_port_gives_an_error_quickly() {
+    let url = format!("redis://127.0.0.1:{}", closed_port());
+    let store = RedisStore::standalone(&url, RedisOptions::default())
+        .await
+        .expect("a standalone store connects lazily");
+    let limiter = RedisLimiter::token_bucket(store, "tb", 10, 1.0).unwrap();
+    for _ in 0..3 {
+        let started = Instant::now();
+        assert_unavailable(limiter.check("k", 1).await, started);
+    }
+}
+
+#[test]
+fn a_closed_port_gives_the_blocking_limiter_an_error_quickly() {
+    let url = format!("redis://127.0.0.1:{}", closed_port());
+    let store = BlockingRedisStore::standalone(&url, RedisOptions::default()).unwrap();
+    let limiter =
+        BlockingRedisLimiter::fixed_window(store, "fw", 10, Duration::from_secs(1)).unwrap();
+    for _ in 0..3 {
+        let started = Instant::now();
+        assert_unavailable(limiter.check("k", 1), started);
+    }
+}
+
+#[tokio::test]
+async fn a_cluster_on_closed_ports_fails_to_connect_within_the_connect_timeout() {
+    let urls: Vec<String> = (0..3)
+        .map(|_| format!("redis://127.0.0.1:{}", closed_port()))
+        .collect();
+    let urls: Vec<&str> = urls.iter().map(String::as_str).collect();
+    let opts = RedisOptions::default().with_connect_timeout(Duration::from_millis(200));
+    let started = Instant::now();
+    assert_unavailable(RedisStore::cluster(&urls, opts).await, started);
+    let started = Instant::now();
+    assert_unavailable(BlockingRedisStore::cluster(&urls, opts), started);
+}
+
+/// Calls until one succeeds; returns how long that took. Panics after `limit`.
+async fn time_to_recover(limiter: &RedisLimiter, limit: Duration) -> Duration {
+    let started = Instant::now();
+    while started.elapsed() < limit {
+        if limiter.check("k", 1).await.is_ok() {
+            return started.elapsed();
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("no successful call within {limit:?} after restart")
+}
+
+#[tokio::test]
+async fn a_server_stopped_mid_use_gives_errors_then_recovers_after_restart() {
+    let mut server = RedisServer::start();
+    let store = RedisStore::standalone(&server.url(), RedisOptions::default())
+        .await
+        .unwrap();
+    let limiter =
+        RedisLimiter::sliding_window_log(store, "log", 100, Duration::from_secs(1)).unwrap();
+    assert!(limiter.check("k", 1).await.unwrap().allowed);
+
+    server.stop();
+    for _ in 0..3 {
+        let started = Instant::now();
+        assert_unavailable(limiter.check("k", 1).await, started);
+    }
+
+    server.restart();
+    let took = time_to_recover(&limiter, Duration::from_secs(1)).await;
+    eprintln!("recovered {took:?} after restart");
+    // the restarted server is empty: the script was uploaded again on NOSCRIPT
+    assert!(limiter.check("k", 1).await.unwrap().allowed);
+}
+
+#[test]
+fn the_blocking_limiter_recovers_after_restart() {
+    let mut server = RedisServer::start();
+    let store = BlockingRedisStore::standalone(&server.url(), RedisOptions::default()).unwrap();
+    let limiter = BlockingRedisLimiter::token_bucket(store, "tb", 10, 1.0).unwrap();
+    assert!(limiter.check("k", 1).unwrap().allowed);
+
+    server.stop();
+    let started = Instant::now();
+    assert_unavailable(limiter.check("k", 1), started);
+
+    server.restart();
+    let started = Instant::now();
+    let decision = limiter.check("k", 1);
+    assert!(decision.is_ok(), "first call after restart: {decision:?}");
+    assert!(started.elapsed() < BOUND);
+}
+
+#[tokio::test]
+async fn a_stalled_server_gives_a_timeout_error() {
+    let server = RedisServer::start();
+    let opts = RedisOptions::default().with_command_timeout(Duration::from_millis(50));
+    let store = RedisStore::standalone(&server.url(), opts).await.unwrap();
+    let limiter = RedisLimiter::fixed_window(store, "fw", 10, Duration::from_secs(1)).unwrap();
+    assert!(limiter.check("k", 1).await.unwrap().allowed);
+
+    // CLIENT PAUSE holds every client's commands for 300 ms: a Redis that does not answer
+    let _: () = redis::cmd("CLIENT")
+        .arg("PAUSE")
+        .arg(300)
+        .arg("ALL")
+        .query(&mut server.connection())
+        .unwrap();
+    let started = Instant::now();
+    let result = limiter.check("k", 1).await;
+    let elapsed = started.elapsed();
+    assert!(
+        matches!(result, Err(RedisLimitError::Timeout { after }) if after == Duration::from_millis(50)),
+        "{result:?}"
+    );
+    assert!(elapsed < Duration::from_millis(250), "took {elapsed:?}");
+
+    // once the pause is over, the same limiter answers again
+    tokio::time::sleep(Duration::from_millis(350)).await;
+    assert!(limiter.check("k", 1).await.is_ok());
+}
+
+#[test]
+fn a_stalled_server_gives_the_blocking_limiter_a_timeout_error() {
+    let server = RedisServer::start();
+    let store = BlockingRedisStore::standalone(&server.url(), RedisOptions::default()).unwrap();
+    let limiter =
+        BlockingRedisLimiter::fixed_window(store, "fw", 10, Duration::from_secs(1)).unwrap();
+    assert!(limiter.check("k", 1).unwrap().allowed);
+    let _: () = redis::cmd("CLIENT")
+        .arg("PAUSE")
+        .arg(300)
+        .arg("ALL")
+        .query(&mut server.connection())
+        .unwrap();
+    let started = Instant::now();
+    let result = limiter.check("k", 1);
+    let elapsed = started.elapsed();
+    assert!(
+        matches!(result, Err(RedisLimitError::Timeout { .. })),
+        "{result:?}"
+    );
+    assert!(elapsed < Duration::from_millis(250), "took {elapsed:?}");
+    std::thread::sleep(Duration::from_millis(350));
+    assert!(
+        limiter.check("k", 1).is_ok(),
+        "a fresh connection after the timeout"
+    );
+}
+
+#[tokio::test]
+async fn the_async_limiter_recovers_after_an_outage_longer_than_its_reconnect_attempts() {
+    let mut server = RedisServer::start();
+    let store = RedisStore::standalone(&server.url(), RedisOptions::default())
+        .await
+        .unwrap();
+    let limiter = RedisLimiter::token_bucket(store, "tb", 100, 10.0).unwrap();
+    assert!(limiter.check("k", 1).await.is_ok());
+
+    server.stop();
+    // calls keep failing fast for well over the client's own reconnect schedule (~1 s)
+    let outage = Instant::now();
+    while outage.elapsed() < Duration::from_millis(1500) {
+        let started = Instant::now();
+        assert_unavailable(limiter.check("k", 1).await, started);
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+
+    server.restart();
+    let took = time_to_recover(&limiter, Duration::from_secs(1)).await;
+    eprintln!("recovered {took:?} after a long outage");
+}

@@ -1,0 +1,26 @@
+//! Free loopback ports. Test files run as parallel processes, so a port is found by binding
+//! port 0 (the kernel picks an unused one) and callers retry when a server loses the race.
+
+use std::net::{Ipv4Addr, TcpListener};
+
+/// A port free on 127.0.0.1 right now.
+pub(crate) fn free_port() -> u16 {
+    TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
+        .and_then(|listener| listener.local_addr())
+        .map(|addr| addr.port())
+        .expect("cannot bind any loopback port")
+}
+
+/// A port free together with `port + 10000`, which Redis Cluster uses for its bus.
+pub(crate) fn free_cluster_port() -> u16 {
+    for _ in 0..200 {
+        let port = free_port();
+        let Some(bus) = port.checked_add(10_000) else {
+            continue;
+        };
+        if TcpListener::bind((Ipv4Addr::LOCALHOST, bus)).is_ok() {
+            return port;
+        }
+    }
+    panic!("no loopback port P with P + 10000 also free after 200 tries")
+}
