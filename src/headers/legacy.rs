@@ -1,0 +1,99 @@
+//! `X-RateLimit-Limit/-Remaining/-Reset/-Used` (GitHub, GitLab, express-rate-limit's legacy
+//! headers), and Twitter's `X-Rate-Limit-*` spelling.
+
+use std::time::Duration;
+
+use http::HeaderMap;
+
+use super::receipt::ReceiptClock;
+use super::value::{first_text, parse_count, parse_seconds};
+use super::{PolicySource, QuotaPolicy, QuotaUnit};
+
+/// Resets above this many seconds are Unix timestamps (2001-09-09), smaller ones are waits.
+const EPOCH_RESET_THRESHOLD: Duration = Duration::from_secs(1_000_000_000);
+
+/// One policy per spelling present.
+pub(crate) fn policies(headers: &HeaderMap, clock: &ReceiptClock) -> Vec<QuotaPolicy> {
+    ["x-ratelimit-", "x-rate-limit-"]
+        .into_iter()
+        .filter_map(|prefix| policy(headers, prefix, clock))
+        .collect()
+}
+
+fn policy(headers: &HeaderMap, prefix: &str, clock: &ReceiptClock) -> Option<QuotaPolicy> {
+    let field = |suffix: &str| first_text(headers, &format!("{prefix}{suffix}"));
+    // Some servers append a policy to the limit ("100, 100;w=60"); the first number is it.
+    let limit = field("limit")
+        .and_then(|text| text.split([',', ';']).next())
+        .and_then(parse_count);
+    let used = field("used").and_then(parse_count);
+    let remaining = field("remaining")
+        .and_then(parse_count)
+        .or_else(|| Some(limit?.saturating_sub(used?)));
+    let reset = field("reset").and_then(parse_seconds).map(|seconds| {
+        if seconds > EPOCH_RESET_THRESHOLD {
+            clock.until_epoch_offset(seconds)
+        } else {
+            seconds
+        }
+    });
+    if limit.is_none() && remaining.is_none() && reset.is_none() {
+        return None;
+    }
+    let mut policy = QuotaPolicy::new(PolicySource::XRateLimit, QuotaUnit::Requests);
+    policy.quota = limit;
+    policy.remaining = remaining;
+    policy.reset = reset;
+    Some(policy)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::UNIX_EPOCH;
+
+    use super::*;
+
+    fn parse(pairs: &[(&'static str, &'static str)], now_secs: u64) -> Vec<QuotaPolicy> {
+        let mut headers = HeaderMap::new();
+        for (name, value) in pairs {
+            headers.append(*name, value.parse().unwrap());
+        }
+        let clock = ReceiptClock::new(&headers, UNIX_EPOCH + Duration::from_secs(now_secs));
+        policies(&headers, &clock)
+    }
+
+    #[test]
+    fn epoch_resets_are_measured_from_receipt() {
+        let policies = parse(
+            &[
+                ("x-ratelimit-limit", "5000"),
+                ("x-ratelimit-remaining", "0"),
+                ("x-ratelimit-reset", "1796007630"),
+            ],
+            1_796_007_600,
+        );
+        assert_eq!(policies[0].reset, Some(Duration::from_secs(30)));
+        assert_eq!(policies[0].remaining, Some(0));
+    }
+
+    #[test]
+    fn small_resets_are_seconds_and_may_be_fractional() {
+        let policies = parse(&[("x-ratelimit-reset", "1.5")], 1_796_007_600);
+        assert_eq!(policies[0].reset, Some(Duration::from_millis(1500)));
+    }
+
+    #[test]
+    fn remaining_follows_from_used_when_missing() {
+        let policies = parse(
+            &[("x-ratelimit-limit", "60"), ("x-ratelimit-used", "61")],
+            0,
+        );
+        assert_eq!(policies[0].remaining, Some(0));
+    }
+
+    #[test]
+    fn twitter_spelling_reads_too() {
+        let policies = parse(&[("x-rate-limit-limit", "15, 15;w=900")], 0);
+        assert_eq!(policies[0].quota, Some(15));
+    }
+}

@@ -1,0 +1,92 @@
+//! The instant a response was received, as the server saw it, for turning absolute resets into
+//! waits.
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use http::HeaderMap;
+
+use super::value::{duration_from_nanos, first_text};
+
+/// The server's clock at receipt: its `Date` header when valid, else the caller's `now`.
+///
+/// Measuring absolute times (HTTP-dates, epoch resets, RFC 3339 resets) against the server's own
+/// `Date` keeps a skewed client clock out of the wait.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ReceiptClock {
+    /// Nanoseconds since the Unix epoch (negative before it).
+    server_now: i128,
+}
+
+impl ReceiptClock {
+    pub(crate) fn new(headers: &HeaderMap, now: SystemTime) -> Self {
+        let date =
+            first_text(headers, "date").and_then(|text| httpdate::parse_http_date(text).ok());
+        Self {
+            server_now: unix_nanos(date.unwrap_or(now)),
+        }
+    }
+
+    /// The wait until `unix_nanos`; zero when it is already past.
+    pub(crate) fn until(&self, unix_nanos: i128) -> Duration {
+        duration_from_nanos(unix_nanos.saturating_sub(self.server_now))
+    }
+
+    /// The wait until `time`; zero when it is already past.
+    pub(crate) fn until_time(&self, time: SystemTime) -> Duration {
+        self.until(unix_nanos(time))
+    }
+
+    /// The wait until `since_epoch` after the Unix epoch.
+    pub(crate) fn until_epoch_offset(&self, since_epoch: Duration) -> Duration {
+        self.until(i128::try_from(since_epoch.as_nanos()).unwrap_or(i128::MAX))
+    }
+}
+
+/// Nanoseconds between the Unix epoch and `time`, negative before the epoch.
+fn unix_nanos(time: SystemTime) -> i128 {
+    let to_i128 = |d: Duration| i128::try_from(d.as_nanos()).unwrap_or(i128::MAX);
+    match time.duration_since(UNIX_EPOCH) {
+        Ok(after) => to_i128(after),
+        Err(before) => -to_i128(before.duration()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn uses_the_date_header_over_the_local_clock() {
+        let mut headers = HeaderMap::new();
+        headers.insert("date", "Thu, 01 Jan 1970 00:01:40 GMT".parse().unwrap());
+        let skewed_now = UNIX_EPOCH + Duration::from_secs(5_000);
+        let clock = ReceiptClock::new(&headers, skewed_now);
+        assert_eq!(
+            clock.until_epoch_offset(Duration::from_secs(130)),
+            Duration::from_secs(30)
+        );
+    }
+
+    #[test]
+    fn falls_back_to_now_without_a_valid_date() {
+        let mut headers = HeaderMap::new();
+        headers.insert("date", "yesterday".parse().unwrap());
+        let now = UNIX_EPOCH + Duration::from_secs(100);
+        let clock = ReceiptClock::new(&headers, now);
+        assert_eq!(
+            clock.until_time(now + Duration::from_millis(1500)),
+            Duration::from_millis(1500)
+        );
+    }
+
+    #[test]
+    fn past_instants_mean_no_wait() {
+        let clock = ReceiptClock::new(&HeaderMap::new(), UNIX_EPOCH + Duration::from_secs(100));
+        assert_eq!(
+            clock.until_epoch_offset(Duration::from_secs(99)),
+            Duration::ZERO
+        );
+        assert_eq!(clock.until(i128::MIN), Duration::ZERO);
+        assert_eq!(clock.until(i128::MAX), Duration::MAX);
+    }
+}
