@@ -341,5 +341,6 @@ fn nanos(d: Duration) -> u64 {
     u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
 }
 
+mod redis;
 #[cfg(test)]
 mod tests;
