@@ -72,4 +72,4 @@ pub use error::PacingError;
 pub use key::{PartitionKey, PerHost};
 pub use middleware::PacingMiddleware;
 pub use pacer::{Pacer, PacerBuilder, Permit};
-pub use shared::{SharedBucket, StoreFailure};
+pub use shared::{SharedBucket, SharedCalls, StoreFailure};

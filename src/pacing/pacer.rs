@@ -10,7 +10,7 @@ use super::error::PacingError;
 use super::key::key_digest;
 use super::learned::{Admission, LearnedQuotas};
 use super::local::{LocalBucket, Take};
-use super::shared::{SharedBucket, SharedQuota, SharedTake};
+use super::shared::{SharedBucket, SharedCalls, SharedQuota, SharedTake};
 use crate::headers::RateLimitInfo;
 use crate::limiter::Clock;
 use crate::retry::Jitter;
@@ -198,13 +198,12 @@ impl Pacer {
         }
     }
 
-    /// Calls made to the shared store so far (takes, gate reads, gate closes): what leases
-    /// save.
-    pub fn shared_round_trips(&self) -> u64 {
+    /// Calls made to the shared store so far, by kind (all zero without a shared bucket).
+    pub fn shared_calls(&self) -> SharedCalls {
         self.inner
             .shared
             .as_ref()
-            .map_or(0, SharedQuota::round_trips)
+            .map_or_else(SharedCalls::default, SharedQuota::calls)
     }
 
     /// How many keys hold state in the local bucket (idle ones are dropped every 1,024

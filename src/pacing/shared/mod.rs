@@ -150,7 +150,22 @@ pub(crate) struct SharedQuota {
     /// Nanoseconds on `clock` before which the store is not tried again (0: healthy).
     retry_store_at: AtomicU64,
     last_warning_at: AtomicU64,
-    round_trips: AtomicU64,
+    takes: AtomicU64,
+    gate_reads: AtomicU64,
+    gate_writes: AtomicU64,
+}
+
+/// Calls a pacer made to its shared store, by kind: what leases save, and what the shared gate
+/// costs.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct SharedCalls {
+    /// Token takes (one per lease when leases are on).
+    pub takes: u64,
+    /// Reads of the shared gate (at most one per key per 100 ms, and only beside a take).
+    pub gate_reads: u64,
+    /// Writes of the shared gate (one per 429 or spent quota seen).
+    pub gate_writes: u64,
 }
 
 impl SharedQuota {
@@ -171,13 +186,19 @@ impl SharedQuota {
             gate_read_at: Mutex::default(),
             retry_store_at: AtomicU64::new(0),
             last_warning_at: AtomicU64::new(0),
-            round_trips: AtomicU64::new(0),
+            takes: AtomicU64::new(0),
+            gate_reads: AtomicU64::new(0),
+            gate_writes: AtomicU64::new(0),
         }
     }
 
     /// Calls made to the store so far.
-    pub(crate) fn round_trips(&self) -> u64 {
-        self.round_trips.load(Ordering::Relaxed)
+    pub(crate) fn calls(&self) -> SharedCalls {
+        SharedCalls {
+            takes: self.takes.load(Ordering::Relaxed),
+            gate_reads: self.gate_reads.load(Ordering::Relaxed),
+            gate_writes: self.gate_writes.load(Ordering::Relaxed),
+        }
     }
 
     /// Takes `cost` for `key`: from the lease if it holds enough, else from the store.
@@ -192,7 +213,10 @@ impl SharedQuota {
             return self.on_store_down(key, cost, None);
         }
         if self.gate_read_due(key) {
-            match self.call(self.bucket.store.gate(key)).await {
+            match self
+                .call(&self.gate_reads, self.bucket.store.gate(key))
+                .await
+            {
                 Ok(gate) if !gate.is_zero() => {
                     return SharedTake::Wait {
                         wait: gate,
@@ -204,7 +228,10 @@ impl SharedQuota {
             }
         }
         let want = u64::from(self.bucket.lease).max(cost64);
-        match self.call(self.bucket.store.take(key, want)).await {
+        match self
+            .call(&self.takes, self.bucket.store.take(key, want))
+            .await
+        {
             Ok(StoreTake::Taken { remaining }) => {
                 self.store_back();
                 self.fill_lease(key, want - cost64, want.saturating_sub(remaining));
@@ -226,13 +253,20 @@ impl SharedQuota {
         if !self.store_is_due() {
             return;
         }
-        if let Err(error) = self.call(self.bucket.store.close_gate(key, wait)).await {
+        if let Err(error) = self
+            .call(&self.gate_writes, self.bucket.store.close_gate(key, wait))
+            .await
+        {
             self.on_store_down(key, 1, Some(error));
         }
     }
 
-    async fn call<T>(&self, call: impl Future<Output = Result<T, String>>) -> Result<T, String> {
-        self.round_trips.fetch_add(1, Ordering::Relaxed);
+    async fn call<T>(
+        &self,
+        counter: &AtomicU64,
+        call: impl Future<Output = Result<T, String>>,
+    ) -> Result<T, String> {
+        counter.fetch_add(1, Ordering::Relaxed);
         call.await
     }
 
