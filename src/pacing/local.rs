@@ -1,7 +1,8 @@
 //! The configured rate kept in this process: governor's GCRA, one bucket per key or one for all.
 
+use std::collections::HashMap;
 use std::num::NonZeroU32;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use governor::RateLimiter;
@@ -24,9 +25,16 @@ pub(crate) enum Take {
     Never { burst: u32 },
 }
 
-/// A governor bucket. Only `check_n` / `check_key_n` are used (they take nothing when they
-/// refuse), and the caller sleeps with tokio: governor's own futures use another clock.
-pub(crate) enum LocalBucket {
+/// A governor bucket, plus the tokens given back by requests that took one and were then
+/// stopped by the shared bucket (governor cannot give a token back).
+pub(crate) struct LocalBucket {
+    limiter: Limiter,
+    refunds: Mutex<HashMap<String, u32>>,
+}
+
+/// Only `check_n` / `check_key_n` are used (they take nothing when they refuse), and the caller
+/// sleeps with tokio: governor's own futures use another clock.
+enum Limiter {
     Whole {
         limiter: RateLimiter<NotKeyed, InMemoryState, GovernorClock, NoOpMiddleware<Duration>>,
         clock: Arc<dyn Clock>,
@@ -41,24 +49,32 @@ pub(crate) enum LocalBucket {
 impl LocalBucket {
     pub(crate) fn new(rate: Rate, scope: BucketScope, clock: Arc<dyn Clock>) -> LocalBucket {
         let governor_clock = GovernorClock(clock.clone());
-        match scope {
-            BucketScope::Whole => LocalBucket::Whole {
+        let limiter = match scope {
+            BucketScope::Whole => Limiter::Whole {
                 limiter: RateLimiter::direct_with_clock(rate.quota(), governor_clock),
                 clock,
             },
-            BucketScope::PerKey => LocalBucket::PerKey {
+            BucketScope::PerKey => Limiter::PerKey {
                 limiter: RateLimiter::dashmap_with_clock(rate.quota(), governor_clock),
                 clock,
             },
+        };
+        LocalBucket {
+            limiter,
+            refunds: Mutex::default(),
         }
     }
 
     /// Takes `cost` (at least 1) for `key` if it fits now.
     pub(crate) fn try_take(&self, key: &str, cost: u32) -> Take {
+        let cost = cost.max(1);
+        if self.take_refund(key, cost) {
+            return Take::Taken;
+        }
         let cells = NonZeroU32::new(cost).unwrap_or(NonZeroU32::MIN);
-        let (outcome, now) = match self {
-            LocalBucket::Whole { limiter, clock } => (limiter.check_n(cells), clock.now()),
-            LocalBucket::PerKey { limiter, clock } => {
+        let (outcome, now) = match &self.limiter {
+            Limiter::Whole { limiter, clock } => (limiter.check_n(cells), clock.now()),
+            Limiter::PerKey { limiter, clock } => {
                 (limiter.check_key_n(&key.to_owned(), cells), clock.now())
             }
         };
@@ -69,9 +85,42 @@ impl LocalBucket {
         }
     }
 
+    /// Gives back `cost` taken by a request that did not go after all.
+    pub(crate) fn refund(&self, key: &str, cost: u32) {
+        let refund_key = self.refund_key(key);
+        let mut refunds = self.refunds.lock().unwrap_or_else(|e| e.into_inner());
+        let held = refunds.entry(refund_key).or_default();
+        *held = held.saturating_add(cost.max(1));
+    }
+
+    fn take_refund(&self, key: &str, cost: u32) -> bool {
+        let mut refunds = self.refunds.lock().unwrap_or_else(|e| e.into_inner());
+        if refunds.is_empty() {
+            return false;
+        }
+        let refund_key = self.refund_key(key);
+        match refunds.get_mut(&refund_key) {
+            Some(held) if *held >= cost => {
+                *held -= cost;
+                if *held == 0 {
+                    refunds.remove(&refund_key);
+                }
+                true
+            }
+            _ => false,
+        }
+    }
+
+    fn refund_key(&self, key: &str) -> String {
+        match self.limiter {
+            Limiter::Whole { .. } => String::new(),
+            Limiter::PerKey { .. } => key.to_owned(),
+        }
+    }
+
     /// Forgets keys whose bucket is full again (indistinguishable from a fresh one).
     pub(crate) fn retain_recent(&self) {
-        if let LocalBucket::PerKey { limiter, .. } = self {
+        if let Limiter::PerKey { limiter, .. } = &self.limiter {
             limiter.retain_recent();
             limiter.shrink_to_fit();
         }
@@ -79,9 +128,9 @@ impl LocalBucket {
 
     /// How many keys hold state.
     pub(crate) fn keys_held(&self) -> usize {
-        match self {
-            LocalBucket::Whole { .. } => 1,
-            LocalBucket::PerKey { limiter, .. } => limiter.len(),
+        match &self.limiter {
+            Limiter::Whole { .. } => 1,
+            Limiter::PerKey { limiter, .. } => limiter.len(),
         }
     }
 }
@@ -134,6 +183,16 @@ mod tests {
             BucketScope::Whole,
         );
         assert_eq!(bucket.try_take("a", 4), Take::Never { burst: 3 });
+    }
+
+    #[test]
+    fn a_refunded_token_is_taken_again_without_waiting() {
+        let (bucket, _) = bucket(Rate::per_second(1).unwrap(), BucketScope::PerKey);
+        assert_eq!(bucket.try_take("a", 1), Take::Taken);
+        bucket.refund("a", 1);
+        assert_eq!(bucket.try_take("b", 1), Take::Taken);
+        assert_eq!(bucket.try_take("a", 1), Take::Taken);
+        assert!(matches!(bucket.try_take("a", 1), Take::Wait(_)));
     }
 
     #[test]

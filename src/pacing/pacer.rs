@@ -249,10 +249,15 @@ impl Pacer {
                 Take::Never { burst } => return Err(PacingError::CostTooHigh { cost, burst }),
             }
         }
-        // Last, as it is the only await: a local token lost to a shared refusal only slows
-        // this process, while a shared token lost would slow every process.
+        // Last, as it is the only await; a local token taken for nothing is given back.
         if let Some(shared) = &self.inner.shared {
-            match shared.take(key, cost).await {
+            let taken = shared.take(key, cost).await;
+            if taken != SharedTake::Taken
+                && let Some(local) = &self.inner.local
+            {
+                local.refund(key, cost);
+            }
+            match taken {
                 SharedTake::Taken => {}
                 SharedTake::Wait { wait, gated: false } => return Ok(Err(wait)),
                 SharedTake::Wait { wait, gated: true } => {

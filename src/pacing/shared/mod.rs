@@ -123,15 +123,22 @@ pub(crate) enum SharedTake {
     Unavailable(String),
 }
 
-/// Tokens taken from the store ahead of use; unused ones lapse after they would have refilled.
+/// Tokens taken from the store ahead of use, and what this process learned about asking.
 #[derive(Debug, Default, Clone, Copy)]
 struct Lease {
     tokens: u64,
+    /// Unused tokens are dropped then (only so idle keys are forgotten: whenever they are
+    /// spent, a process never holds more than one lease, which is what bounds the overshoot).
     lapses_at: Duration,
-    /// The store said how few tokens it has left: asking before this time would be refused,
-    /// so the wait is taken here instead of a refused round trip.
+    /// Asking the store before this time would most likely be refused, so the wait is taken
+    /// here instead of a refused round trip.
     ask_again_at: Duration,
+    /// Recent refusals (halved at each lease): how many other processes take turns with us.
+    refusals: u32,
 }
+
+/// How long unused leased tokens are kept.
+const LEASE_LIFETIME: Duration = Duration::from_secs(10);
 
 /// What the lease can do for one request.
 enum LeaseSpend {
@@ -234,11 +241,12 @@ impl SharedQuota {
         {
             Ok(StoreTake::Taken { remaining }) => {
                 self.store_back();
-                self.fill_lease(key, want - cost64, want.saturating_sub(remaining));
+                self.fill_lease(key, want, cost64, remaining);
                 SharedTake::Taken
             }
             Ok(StoreTake::Wait(wait)) => {
                 self.store_back();
+                let wait = self.spread_refused_lease(key, want, wait);
                 SharedTake::Wait { wait, gated: false }
             }
             Ok(StoreTake::Never) => SharedTake::Never {
@@ -289,22 +297,41 @@ impl SharedQuota {
         }
     }
 
-    /// Keeps `tokens` for later, and notes when the store will have `missing` more tokens.
-    fn fill_lease(&self, key: &str, tokens: u64, missing: u64) {
+    /// Processes refused a lease are all told the same wait and would collide again: each
+    /// adds a random delay of up to one lease's refill per recent refusal (at most 8), so
+    /// they fall into turns. Single requests (no lease) keep the store's wait.
+    fn spread_refused_lease(&self, key: &str, want: u64, wait: Duration) -> Duration {
+        if want <= 1 {
+            return wait;
+        }
+        let mut leases = self.leases.lock().unwrap_or_else(|e| e.into_inner());
+        let lease = leases.entry(key.to_owned()).or_default();
+        lease.refusals = lease.refusals.saturating_add(1).min(8);
+        let one_lease = self
+            .bucket
+            .rate
+            .period()
+            .saturating_mul(u32::try_from(want).unwrap_or(u32::MAX));
+        let reach = one_lease.saturating_mul(lease.refusals);
+        wait.saturating_add(reach.mul_f64(rand::RngExt::random_range(&mut rand::rng(), 0.0..=1.0)))
+    }
+
+    /// Keeps what is left of a lease of `want` after this request's `cost`; the next lease is
+    /// not asked for before the store has refilled one.
+    fn fill_lease(&self, key: &str, want: u64, cost: u64, store_remaining: u64) {
         let now = self.clock.now();
         let period = self.bucket.rate.period();
-        let refill = |n: u64| period.saturating_mul(u32::try_from(n).unwrap_or(u32::MAX));
-        let lease = Lease {
-            tokens,
-            // Unused tokens lapse once the bucket would have refilled them anyway.
-            lapses_at: now.saturating_add(refill(tokens)),
-            ask_again_at: now.saturating_add(refill(missing)),
-        };
+        let missing = want.saturating_sub(store_remaining);
         let mut leases = self.leases.lock().unwrap_or_else(|e| e.into_inner());
         if leases.len() >= 1024 {
             leases.retain(|_, l| l.lapses_at > now || l.ask_again_at > now);
         }
-        leases.insert(key.to_owned(), lease);
+        let lease = leases.entry(key.to_owned()).or_default();
+        lease.tokens = want - cost;
+        lease.lapses_at = now.saturating_add(LEASE_LIFETIME);
+        lease.ask_again_at =
+            now.saturating_add(period.saturating_mul(u32::try_from(missing).unwrap_or(u32::MAX)));
+        lease.refusals /= 2;
     }
 
     fn gate_read_due(&self, key: &str) -> bool {
