@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use reqwest_polite::RateLimitInfo;
 use reqwest_polite::limiter::Clock;
-use reqwest_polite::limiter::redis::{RedisOptions, RedisStore};
+use reqwest_polite::limiter::redis::{RedisLimiter, RedisOptions, RedisStore};
 use reqwest_polite::pacing::{Pacer, PacingMode, Rate, SharedBucket, StoreFailure, TokioClock};
 use support::{RedisCluster, RedisServer};
 
@@ -177,5 +177,57 @@ async fn clients_whose_clocks_differ_by_five_seconds_share_one_bucket() {
     assert!(
         waited >= Duration::from_millis(750) && waited <= Duration::from_millis(1150),
         "paused for {waited:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_thousand_acquires_dropped_while_waiting_leave_the_tokens_as_they_were() {
+    let redis = RedisServer::start();
+    let options = RedisOptions::default().with_command_timeout(Duration::from_millis(500));
+    let store = RedisStore::standalone(&redis.url(), options).await.unwrap();
+    // Five tokens, one more per second: slow enough that no waiter can be served meanwhile.
+    let inspector = RedisLimiter::token_bucket(store.clone(), "cancel", 5, 1.0).unwrap();
+    assert!(inspector.check("k", 5).await.unwrap().allowed);
+    let drained = Instant::now();
+
+    let rate = Rate::per_second(1).unwrap().with_burst(5);
+    let bucket = SharedBucket::redis(store, "cancel", rate)
+        .unwrap()
+        .on_failure(StoreFailure::FailClosed);
+    let pacer = Pacer::builder().shared(bucket).mode(wait_mode()).build();
+    let waiters: Vec<_> = (0..1000)
+        .map(|_| {
+            let pacer = pacer.clone();
+            tokio::spawn(async move { pacer.acquire("k", 1).await.map(drop) })
+        })
+        .collect();
+    // Every waiter has asked Redis once, been refused, and sleeps.
+    for _ in 0..200 {
+        if pacer.shared_calls().takes >= 1000 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    assert_eq!(pacer.shared_calls().takes, 1000);
+    assert!(
+        waiters.iter().all(|w| !w.is_finished()),
+        "a waiter got a permit"
+    );
+    for waiter in &waiters {
+        waiter.abort();
+    }
+    for waiter in waiters {
+        assert!(waiter.await.unwrap_err().is_cancelled());
+    }
+
+    // The bucket only refilled since it was drained: time to full is 5 s minus that.
+    let elapsed = drained.elapsed();
+    let decision = inspector.check("k", 0).await.unwrap();
+    let expected = Duration::from_secs(5) - elapsed;
+    let gap = decision.reset.abs_diff(expected);
+    assert!(
+        gap <= Duration::from_millis(100),
+        "full again in {:?}, expected {expected:?}",
+        decision.reset
     );
 }
