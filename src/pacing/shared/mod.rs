@@ -135,6 +135,8 @@ struct Lease {
     ask_again_at: Duration,
     /// Recent refusals (halved at each lease): how many other processes take turns with us.
     refusals: u32,
+    /// The shared gate was closed until then when last read.
+    gated_until: Duration,
 }
 
 /// How long unused leased tokens are kept.
@@ -143,6 +145,7 @@ const LEASE_LIFETIME: Duration = Duration::from_secs(10);
 /// What the lease can do for one request.
 enum LeaseSpend {
     Spent,
+    Gated(Duration),
     AskLater(Duration),
     AskStore,
 }
@@ -169,7 +172,8 @@ pub(crate) struct SharedQuota {
 pub struct SharedCalls {
     /// Token takes (one per lease when leases are on).
     pub takes: u64,
-    /// Reads of the shared gate (at most one per key per 100 ms, and only beside a take).
+    /// Reads of the shared gate: sent beside a take, in the same round trip, at most once per
+    /// key per 100 ms.
     pub gate_reads: u64,
     /// Writes of the shared gate (one per 429 or spent quota seen).
     pub gate_writes: u64,
@@ -214,31 +218,42 @@ impl SharedQuota {
         match self.spend_lease(key, cost64) {
             LeaseSpend::Spent => return SharedTake::Taken,
             LeaseSpend::AskLater(wait) => return SharedTake::Wait { wait, gated: false },
+            LeaseSpend::Gated(wait) => return SharedTake::Wait { wait, gated: true },
             LeaseSpend::AskStore => {}
         }
         if !self.store_is_due() {
             return self.on_store_down(key, cost, None);
         }
-        if self.gate_read_due(key) {
-            match self
-                .call(&self.gate_reads, self.bucket.store.gate(key))
-                .await
-            {
-                Ok(gate) if !gate.is_zero() => {
-                    return SharedTake::Wait {
-                        wait: gate,
-                        gated: true,
-                    };
-                }
-                Ok(_) => {}
-                Err(error) => return self.on_store_down(key, cost, Some(error)),
-            }
-        }
         let want = u64::from(self.bucket.lease).max(cost64);
-        match self
-            .call(&self.takes, self.bucket.store.take(key, want))
-            .await
-        {
+        let take = self.call(&self.takes, self.bucket.store.take(key, want));
+        // The gate is read beside the take, in the same round trip (the connection pipelines
+        // both), at most once per GATE_REFRESH.
+        let (gate, taken) = if self.gate_read_due(key) {
+            let read = self.call(&self.gate_reads, self.bucket.store.gate(key));
+            let (gate, taken) = tokio::join!(read, take);
+            (gate.unwrap_or_default(), taken)
+        } else {
+            (Duration::ZERO, take.await)
+        };
+        match taken {
+            Ok(StoreTake::Taken { remaining }) if !gate.is_zero() => {
+                // Taken while another process had closed the gate: the tokens wait in the
+                // lease until the gate opens.
+                self.store_back();
+                self.fill_lease(key, want, 0, remaining);
+                self.hold_lease_until(key, gate);
+                SharedTake::Wait {
+                    wait: gate,
+                    gated: true,
+                }
+            }
+            _ if !gate.is_zero() => {
+                self.hold_lease_until(key, gate);
+                SharedTake::Wait {
+                    wait: gate,
+                    gated: true,
+                }
+            }
             Ok(StoreTake::Taken { remaining }) => {
                 self.store_back();
                 self.fill_lease(key, want, cost64, remaining);
@@ -256,8 +271,17 @@ impl SharedQuota {
         }
     }
 
+    /// Keeps `key`'s lease (and any take) on hold for `gate`: the shared gate is closed.
+    fn hold_lease_until(&self, key: &str, gate: Duration) {
+        let until = self.clock.now().saturating_add(gate);
+        let mut leases = self.leases.lock().unwrap_or_else(|e| e.into_inner());
+        let lease = leases.entry(key.to_owned()).or_default();
+        lease.gated_until = lease.gated_until.max(until);
+    }
+
     /// Tells every process that `key`'s quota is spent for `wait`.
     pub(crate) async fn close_gate(&self, key: &str, wait: Duration) {
+        self.hold_lease_until(key, wait);
         if !self.store_is_due() {
             return;
         }
@@ -284,6 +308,9 @@ impl SharedQuota {
         let Some(lease) = leases.get_mut(key) else {
             return LeaseSpend::AskStore;
         };
+        if lease.gated_until > now {
+            return LeaseSpend::Gated(lease.gated_until - now);
+        }
         if lease.lapses_at <= now {
             lease.tokens = 0;
         }
@@ -324,7 +351,7 @@ impl SharedQuota {
         let missing = want.saturating_sub(store_remaining);
         let mut leases = self.leases.lock().unwrap_or_else(|e| e.into_inner());
         if leases.len() >= 1024 {
-            leases.retain(|_, l| l.lapses_at > now || l.ask_again_at > now);
+            leases.retain(|_, l| l.lapses_at > now || l.ask_again_at > now || l.gated_until > now);
         }
         let lease = leases.entry(key.to_owned()).or_default();
         lease.tokens = want - cost;

@@ -163,9 +163,10 @@ async fn fail_open_lets_requests_through_and_returns_to_the_store_when_it_is_bac
             Duration::ZERO
         );
     }
-    // While it is down the store is not hammered: one try, then one per probe interval.
+    // While it is down the store is not hammered: one try (a take and a gate read in one
+    // round trip), then one per probe interval.
     let calls = pacer.shared_calls();
-    assert_eq!(calls.takes + calls.gate_reads, 1);
+    assert_eq!((calls.takes, calls.gate_reads), (1, 1));
     store.down.store(false, Ordering::SeqCst);
     tokio::time::sleep(PROBE_EVERY).await;
     let before = store.takes.load(Ordering::SeqCst);
@@ -265,4 +266,54 @@ async fn dropped_waiters_leave_the_store_tokens_as_they_were() {
         "{}",
         store.tokens()
     );
+}
+
+#[tokio::test(start_paused = true)]
+async fn tokens_taken_beside_a_closed_gate_wait_in_the_lease() {
+    let store = Arc::new(FakeStore::default());
+    store.close_gate("k", Duration::from_secs(1)).await.unwrap();
+    let pacer = Pacer::builder()
+        .shared(SharedBucket::from_store(store.clone(), rate()).lease(5))
+        .learn_from_server(false)
+        .gate_jitter(Jitter::None)
+        .build();
+    // Gate and tokens come back in one round trip: the request waits out the gate...
+    let first = pacer.acquire("k", 1).await.unwrap();
+    assert!(
+        first.waited() >= Duration::from_secs(1),
+        "{:?}",
+        first.waited()
+    );
+    assert!(first.waited() <= ms(1010), "{:?}", first.waited());
+    // ...and the leased tokens serve the next requests without another take.
+    for _ in 0..4 {
+        assert_eq!(
+            pacer.acquire("k", 1).await.unwrap().waited(),
+            Duration::ZERO
+        );
+    }
+    assert_eq!(store.takes.load(Ordering::SeqCst), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn our_own_429_holds_the_lease_even_without_learning() {
+    let store = Arc::new(FakeStore::default());
+    let pacer = Pacer::builder()
+        .shared(SharedBucket::from_store(store.clone(), rate()).lease(5))
+        .learn_from_server(false)
+        .gate_jitter(Jitter::None)
+        .build();
+    let told = RateLimitInfo {
+        retry_after: Some(Duration::from_secs(2)),
+        ..RateLimitInfo::default()
+    };
+    pacer
+        .acquire("k", 1)
+        .await
+        .unwrap()
+        .finish(StatusCode::TOO_MANY_REQUESTS, &told)
+        .await;
+    // Four tokens are still leased, but the gate holds them back.
+    let waited = pacer.acquire("k", 1).await.unwrap().waited();
+    assert_eq!(waited, Duration::from_secs(2));
 }
