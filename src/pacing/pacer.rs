@@ -51,7 +51,9 @@ struct PacerInner {
     clock: Arc<dyn Clock>,
     mode: PacingMode,
     local: Option<LocalBucket>,
-    learned: Option<LearnedQuotas>,
+    /// Gates and budgets per key; fed by responses only when `learn` is on.
+    learned: LearnedQuotas,
+    learn: bool,
     shared: Option<SharedQuota>,
     gate_jitter: Jitter,
     acquires: AtomicU64,
@@ -101,7 +103,8 @@ impl PacerBuilder {
         self
     }
 
-    /// Whether to follow the server's rate-limit headers (default: yes).
+    /// Whether to follow the server's rate-limit headers and 429s (default: yes). Without,
+    /// only the configured and shared buckets (and [`Pacer::pause`]) hold requests back.
     pub fn learn_from_server(mut self, learn: bool) -> Self {
         self.learn = learn;
         self
@@ -127,7 +130,8 @@ impl PacerBuilder {
                 clock: self.clock,
                 mode: self.mode,
                 local,
-                learned: self.learn.then(LearnedQuotas::default),
+                learned: LearnedQuotas::default(),
+                learn: self.learn,
                 shared,
                 gate_jitter: self.gate_jitter,
                 acquires: AtomicU64::new(0),
@@ -193,9 +197,9 @@ impl Pacer {
     /// Pauses every request on `key` in this process for `wait` (what a 429 does by itself,
     /// through [`Permit::finish`], which also shares it through a [`SharedBucket`]).
     pub fn pause(&self, key: &str, wait: Duration) {
-        if let Some(learned) = &self.inner.learned {
-            learned.close_gate(key, self.inner.clock.now(), wait);
-        }
+        self.inner
+            .learned
+            .close_gate(key, self.inner.clock.now(), wait);
     }
 
     /// Calls made to the shared store so far, by kind (all zero without a shared bucket).
@@ -206,12 +210,11 @@ impl Pacer {
             .map_or_else(SharedCalls::default, SharedQuota::calls)
     }
 
-    /// How many keys hold state in the local bucket (idle ones are dropped every 1,024
-    /// acquires).
+    /// How many keys the pacer holds state for (local buckets, learned quotas); idle ones are
+    /// dropped every 1,024 acquires.
     pub fn keys_held(&self) -> usize {
         let local = self.inner.local.as_ref().map_or(0, LocalBucket::keys_held);
-        let learned = self.inner.learned.as_ref().map_or(0, LearnedQuotas::len);
-        local.max(learned)
+        local.max(self.inner.learned.len())
     }
 
     /// One non-blocking round: a reservation, or the wait before the next round.
@@ -221,18 +224,15 @@ impl Pacer {
         cost: u32,
         now: Duration,
     ) -> Result<Result<Reservation, Duration>, PacingError> {
-        let epoch = match &self.inner.learned {
-            Some(learned) => match learned.try_reserve(key, now, u64::from(cost)) {
-                Admission::Reserved { epoch } => epoch,
-                Admission::WaitUntil(until) => {
-                    let wait = self
-                        .inner
-                        .gate_jitter
-                        .apply(until.saturating_sub(now), &mut rand::rng());
-                    return Ok(Err(wait));
-                }
-            },
-            None => 0,
+        let epoch = match self.inner.learned.try_reserve(key, now, u64::from(cost)) {
+            Admission::Reserved { epoch } => epoch,
+            Admission::WaitUntil(until) => {
+                let wait = self
+                    .inner
+                    .gate_jitter
+                    .apply(until.saturating_sub(now), &mut rand::rng());
+                return Ok(Err(wait));
+            }
         };
         let reservation = Reservation {
             pacer: self.inner.clone(),
@@ -282,9 +282,7 @@ impl Pacer {
             if let Some(local) = &self.inner.local {
                 local.retain_recent();
             }
-            if let Some(learned) = &self.inner.learned {
-                learned.prune(self.inner.clock.now());
-            }
+            self.inner.learned.prune(self.inner.clock.now());
         }
     }
 }
@@ -294,7 +292,7 @@ impl std::fmt::Debug for Pacer {
         f.debug_struct("Pacer")
             .field("mode", &self.inner.mode)
             .field("rate", &self.inner.local.is_some())
-            .field("learn", &self.inner.learned.is_some())
+            .field("learn", &self.inner.learn)
             .finish()
     }
 }
@@ -324,16 +322,15 @@ impl Permit {
         reservation.sent = true;
         let inner = &reservation.pacer;
         let too_many = status == StatusCode::TOO_MANY_REQUESTS;
-        let pause = match &inner.learned {
-            Some(learned) => learned.observe(
-                &reservation.key,
-                inner.clock.now(),
-                reservation.epoch,
-                too_many,
-                info,
-            ),
-            None if too_many => info.server_wait().filter(|wait| !wait.is_zero()),
-            None => None,
+        let pause = if inner.learn {
+            let now = inner.clock.now();
+            let key = &reservation.key;
+            inner
+                .learned
+                .observe(key, now, reservation.epoch, too_many, info)
+        } else {
+            inner.learned.abandon(&reservation.key);
+            None
         };
         if let Some(wait) = pause {
             tracing::debug!(
@@ -354,9 +351,7 @@ impl Drop for Permit {
         if let Some(reservation) = &mut self.reservation {
             // Handed out, so the request may have reached the server: no refund.
             reservation.sent = true;
-            if let Some(learned) = &reservation.pacer.learned {
-                learned.abandon(&reservation.key);
-            }
+            reservation.pacer.learned.abandon(&reservation.key);
         }
     }
 }
@@ -372,10 +367,10 @@ struct Reservation {
 
 impl Drop for Reservation {
     fn drop(&mut self) {
-        if !self.sent
-            && let Some(learned) = &self.pacer.learned
-        {
-            learned.cancel(&self.key, self.epoch, u64::from(self.cost));
+        if !self.sent {
+            self.pacer
+                .learned
+                .cancel(&self.key, self.epoch, u64::from(self.cost));
         }
     }
 }

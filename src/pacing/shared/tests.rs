@@ -296,7 +296,7 @@ async fn tokens_taken_beside_a_closed_gate_wait_in_the_lease() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn our_own_429_holds_the_lease_even_without_learning() {
+async fn without_learning_a_429_is_not_followed_but_a_manual_pause_is() {
     let store = Arc::new(FakeStore::default());
     let pacer = Pacer::builder()
         .shared(SharedBucket::from_store(store.clone(), rate()).lease(5))
@@ -313,7 +313,14 @@ async fn our_own_429_holds_the_lease_even_without_learning() {
         .unwrap()
         .finish(StatusCode::TOO_MANY_REQUESTS, &told)
         .await;
-    // Four tokens are still leased, but the gate holds them back.
-    let waited = pacer.acquire("k", 1).await.unwrap().waited();
-    assert_eq!(waited, Duration::from_secs(2));
+    assert_eq!(
+        pacer.acquire("k", 1).await.unwrap().waited(),
+        Duration::ZERO
+    );
+    assert_eq!(store.gate("k").await.unwrap(), Duration::ZERO);
+    pacer.pause("k", Duration::from_secs(2));
+    assert_eq!(
+        pacer.acquire("k", 1).await.unwrap().waited(),
+        Duration::from_secs(2)
+    );
 }
