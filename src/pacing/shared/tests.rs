@@ -324,3 +324,55 @@ async fn without_learning_a_429_is_not_followed_but_a_manual_pause_is() {
         Duration::from_secs(2)
     );
 }
+
+/// Records every event's level and fields, to check what the pacer logs.
+#[derive(Clone, Default)]
+struct RecordEvents(Arc<Mutex<Vec<(tracing::Level, String)>>>);
+
+impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for RecordEvents {
+    fn on_event(&self, event: &tracing::Event<'_>, _: tracing_subscriber::layer::Context<'_, S>) {
+        struct Fields(String);
+        impl tracing::field::Visit for Fields {
+            fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
+                self.0.push_str(&format!("{}={value:?} ", field.name()));
+            }
+        }
+        let mut fields = Fields(String::new());
+        event.record(&mut fields);
+        let level = *event.metadata().level();
+        self.0.lock().unwrap().push((level, fields.0));
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_unreachable_store_is_warned_about_once_per_ten_seconds_without_the_key() {
+    use tracing_subscriber::layer::SubscriberExt;
+    let events = RecordEvents::default();
+    let _guard =
+        tracing::subscriber::set_default(tracing_subscriber::registry().with(events.clone()));
+    let store = Arc::new(FakeStore::default());
+    let pacer = Pacer::builder()
+        .shared(SharedBucket::from_store(store.clone(), rate()))
+        .build();
+    store.down.store(true, Ordering::SeqCst);
+    let secret = "tenant-42/api-key-s3cr3t";
+    let told = RateLimitInfo {
+        retry_after: Some(ms(1)),
+        ..RateLimitInfo::default()
+    };
+    for _ in 0..3000 {
+        let permit = pacer.acquire(secret, 1).await.unwrap();
+        permit.finish(StatusCode::TOO_MANY_REQUESTS, &told).await;
+        tokio::time::sleep(ms(10)).await;
+    }
+    let events = events.0.lock().unwrap();
+    let warnings = events
+        .iter()
+        .filter(|(level, _)| *level == tracing::Level::WARN)
+        .count();
+    // 30 s of outage: one warning at the start, then one per 10 s.
+    assert!((3..=4).contains(&warnings), "{warnings} warnings");
+    // Keys appear as digests only (the 429s are logged too).
+    assert!(events.len() > 3000, "{} events", events.len());
+    assert!(events.iter().all(|(_, fields)| !fields.contains(secret)));
+}
