@@ -8,15 +8,12 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+use self::health::StoreHealth;
+use self::lease::{LeaseSpend, Leases};
 use super::config::{BucketScope, Rate};
 use super::local::{LocalBucket, Take};
 use crate::limiter::Clock;
 
-/// How often a store that failed is tried again: the pacer is back on the shared bucket within
-/// this much (plus one command) after the store returns.
-const PROBE_EVERY: Duration = Duration::from_millis(200);
-/// At most one warning about an unreachable store per this much.
-const WARN_EVERY: Duration = Duration::from_secs(10);
 /// How stale a shared gate reading may be: another process's 429 pauses us within this much.
 const GATE_REFRESH: Duration = Duration::from_millis(100);
 
@@ -123,43 +120,14 @@ pub(crate) enum SharedTake {
     Unavailable(String),
 }
 
-/// Tokens taken from the store ahead of use, and what this process learned about asking.
-#[derive(Debug, Default, Clone, Copy)]
-struct Lease {
-    tokens: u64,
-    /// Unused tokens are dropped then (only so idle keys are forgotten: whenever they are
-    /// spent, a process never holds more than one lease, which is what bounds the overshoot).
-    lapses_at: Duration,
-    /// Asking the store before this time would most likely be refused, so the wait is taken
-    /// here instead of a refused round trip.
-    ask_again_at: Duration,
-    /// Recent refusals (halved at each lease): how many other processes take turns with us.
-    refusals: u32,
-    /// The shared gate was closed until then when last read.
-    gated_until: Duration,
-}
-
-/// How long unused leased tokens are kept.
-const LEASE_LIFETIME: Duration = Duration::from_secs(10);
-
-/// What the lease can do for one request.
-enum LeaseSpend {
-    Spent,
-    Gated(Duration),
-    AskLater(Duration),
-    AskStore,
-}
-
 /// A shared bucket at work inside one pacer.
 pub(crate) struct SharedQuota {
     bucket: SharedBucket,
     clock: Arc<dyn Clock>,
     fallback: Option<LocalBucket>,
-    leases: Mutex<HashMap<String, Lease>>,
+    leases: Leases,
     gate_read_at: Mutex<HashMap<String, Duration>>,
-    /// Nanoseconds on `clock` before which the store is not tried again (0: healthy).
-    retry_store_at: AtomicU64,
-    last_warning_at: AtomicU64,
+    health: StoreHealth,
     takes: AtomicU64,
     gate_reads: AtomicU64,
     gate_writes: AtomicU64,
@@ -190,13 +158,12 @@ impl SharedQuota {
             _ => None,
         };
         SharedQuota {
+            leases: Leases::new(bucket.rate.period()),
             bucket,
             clock,
             fallback,
-            leases: Mutex::default(),
             gate_read_at: Mutex::default(),
-            retry_store_at: AtomicU64::new(0),
-            last_warning_at: AtomicU64::new(0),
+            health: StoreHealth::default(),
             takes: AtomicU64::new(0),
             gate_reads: AtomicU64::new(0),
             gate_writes: AtomicU64::new(0),
@@ -215,13 +182,13 @@ impl SharedQuota {
     /// Takes `cost` for `key`: from the lease if it holds enough, else from the store.
     pub(crate) async fn take(&self, key: &str, cost: u32) -> SharedTake {
         let cost64 = u64::from(cost);
-        match self.spend_lease(key, cost64) {
+        match self.leases.spend(key, cost64, self.clock.now()) {
             LeaseSpend::Spent => return SharedTake::Taken,
             LeaseSpend::AskLater(wait) => return SharedTake::Wait { wait, gated: false },
             LeaseSpend::Gated(wait) => return SharedTake::Wait { wait, gated: true },
             LeaseSpend::AskStore => {}
         }
-        if !self.store_is_due() {
+        if !self.health.is_due(self.clock.now()) {
             return self.on_store_down(key, cost, None);
         }
         let want = u64::from(self.bucket.lease).max(cost64);
@@ -239,29 +206,30 @@ impl SharedQuota {
             Ok(StoreTake::Taken { remaining }) if !gate.is_zero() => {
                 // Taken while another process had closed the gate: the tokens wait in the
                 // lease until the gate opens.
-                self.store_back();
-                self.fill_lease(key, want, 0, remaining);
-                self.hold_lease_until(key, gate);
+                self.health.answered();
+                self.leases.fill(key, want, 0, remaining, self.clock.now());
+                self.hold_lease(key, gate);
                 SharedTake::Wait {
                     wait: gate,
                     gated: true,
                 }
             }
             _ if !gate.is_zero() => {
-                self.hold_lease_until(key, gate);
+                self.hold_lease(key, gate);
                 SharedTake::Wait {
                     wait: gate,
                     gated: true,
                 }
             }
             Ok(StoreTake::Taken { remaining }) => {
-                self.store_back();
-                self.fill_lease(key, want, cost64, remaining);
+                self.health.answered();
+                self.leases
+                    .fill(key, want, cost64, remaining, self.clock.now());
                 SharedTake::Taken
             }
             Ok(StoreTake::Wait(wait)) => {
-                self.store_back();
-                let wait = self.spread_refused_lease(key, want, wait);
+                self.health.answered();
+                let wait = self.leases.spread_refused(key, want, wait);
                 SharedTake::Wait { wait, gated: false }
             }
             Ok(StoreTake::Never) => SharedTake::Never {
@@ -271,18 +239,15 @@ impl SharedQuota {
         }
     }
 
-    /// Keeps `key`'s lease (and any take) on hold for `gate`: the shared gate is closed.
-    fn hold_lease_until(&self, key: &str, gate: Duration) {
-        let until = self.clock.now().saturating_add(gate);
-        let mut leases = self.leases.lock().unwrap_or_else(|e| e.into_inner());
-        let lease = leases.entry(key.to_owned()).or_default();
-        lease.gated_until = lease.gated_until.max(until);
+    /// Holds `key`'s lease back for `gate`: the shared gate is closed.
+    fn hold_lease(&self, key: &str, gate: Duration) {
+        self.leases.hold(key, self.clock.now().saturating_add(gate));
     }
 
     /// Tells every process that `key`'s quota is spent for `wait`.
     pub(crate) async fn close_gate(&self, key: &str, wait: Duration) {
-        self.hold_lease_until(key, wait);
-        if !self.store_is_due() {
+        self.hold_lease(key, wait);
+        if !self.health.is_due(self.clock.now()) {
             return;
         }
         if let Err(error) = self
@@ -302,65 +267,6 @@ impl SharedQuota {
         call.await
     }
 
-    fn spend_lease(&self, key: &str, cost: u64) -> LeaseSpend {
-        let now = self.clock.now();
-        let mut leases = self.leases.lock().unwrap_or_else(|e| e.into_inner());
-        let Some(lease) = leases.get_mut(key) else {
-            return LeaseSpend::AskStore;
-        };
-        if lease.gated_until > now {
-            return LeaseSpend::Gated(lease.gated_until - now);
-        }
-        if lease.lapses_at <= now {
-            lease.tokens = 0;
-        }
-        if lease.tokens >= cost {
-            lease.tokens -= cost;
-            LeaseSpend::Spent
-        } else if lease.ask_again_at > now {
-            LeaseSpend::AskLater(lease.ask_again_at - now)
-        } else {
-            LeaseSpend::AskStore
-        }
-    }
-
-    /// Processes refused a lease are all told the same wait and would collide again: each
-    /// adds a random delay of up to one lease's refill per recent refusal (at most 8), so
-    /// they fall into turns. Single requests (no lease) keep the store's wait.
-    fn spread_refused_lease(&self, key: &str, want: u64, wait: Duration) -> Duration {
-        if want <= 1 {
-            return wait;
-        }
-        let mut leases = self.leases.lock().unwrap_or_else(|e| e.into_inner());
-        let lease = leases.entry(key.to_owned()).or_default();
-        lease.refusals = lease.refusals.saturating_add(1).min(8);
-        let one_lease = self
-            .bucket
-            .rate
-            .period()
-            .saturating_mul(u32::try_from(want).unwrap_or(u32::MAX));
-        let reach = one_lease.saturating_mul(lease.refusals);
-        wait.saturating_add(reach.mul_f64(rand::RngExt::random_range(&mut rand::rng(), 0.0..=1.0)))
-    }
-
-    /// Keeps what is left of a lease of `want` after this request's `cost`; the next lease is
-    /// not asked for before the store has refilled one.
-    fn fill_lease(&self, key: &str, want: u64, cost: u64, store_remaining: u64) {
-        let now = self.clock.now();
-        let period = self.bucket.rate.period();
-        let missing = want.saturating_sub(store_remaining);
-        let mut leases = self.leases.lock().unwrap_or_else(|e| e.into_inner());
-        if leases.len() >= 1024 {
-            leases.retain(|_, l| l.lapses_at > now || l.ask_again_at > now || l.gated_until > now);
-        }
-        let lease = leases.entry(key.to_owned()).or_default();
-        lease.tokens = want - cost;
-        lease.lapses_at = now.saturating_add(LEASE_LIFETIME);
-        lease.ask_again_at =
-            now.saturating_add(period.saturating_mul(u32::try_from(missing).unwrap_or(u32::MAX)));
-        lease.refusals /= 2;
-    }
-
     fn gate_read_due(&self, key: &str) -> bool {
         let now = self.clock.now();
         let mut read_at = self.gate_read_at.lock().unwrap_or_else(|e| e.into_inner());
@@ -376,38 +282,16 @@ impl SharedQuota {
         }
     }
 
-    fn store_is_due(&self) -> bool {
-        let retry_at = self.retry_store_at.load(Ordering::Relaxed);
-        retry_at == 0 || nanos(self.clock.now()) >= retry_at
-    }
-
-    fn store_back(&self) {
-        if self.retry_store_at.swap(0, Ordering::Relaxed) != 0 {
-            tracing::info!("pacing: shared quota store reachable again");
-        }
-    }
-
     /// Applies the failure policy, and keeps the store aside until the next probe.
     fn on_store_down(&self, key: &str, cost: u32, error: Option<String>) -> SharedTake {
-        let now = nanos(self.clock.now());
-        if let Some(error) = &error {
-            self.retry_store_at.store(
-                now.saturating_add(nanos(PROBE_EVERY)).max(1),
-                Ordering::Relaxed,
+        if let Some(error) = &error
+            && self.health.failed(self.clock.now())
+        {
+            tracing::warn!(
+                policy = ?self.bucket.on_failure,
+                %error,
+                "pacing: shared quota store unreachable"
             );
-            let last = self.last_warning_at.load(Ordering::Relaxed);
-            if (last == 0 || now.saturating_sub(last) >= nanos(WARN_EVERY))
-                && self
-                    .last_warning_at
-                    .compare_exchange(last, now.max(1), Ordering::Relaxed, Ordering::Relaxed)
-                    .is_ok()
-            {
-                tracing::warn!(
-                    policy = ?self.bucket.on_failure,
-                    %error,
-                    "pacing: shared quota store unreachable"
-                );
-            }
         }
         match (&self.bucket.on_failure, &self.fallback) {
             (StoreFailure::FailClosed, _) => SharedTake::Unavailable(
@@ -425,10 +309,8 @@ impl SharedQuota {
     }
 }
 
-fn nanos(d: Duration) -> u64 {
-    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
-}
-
+mod health;
+mod lease;
 mod redis;
 #[cfg(test)]
 mod tests;

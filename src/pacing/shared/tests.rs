@@ -5,6 +5,8 @@ use std::sync::atomic::AtomicBool;
 
 use http::StatusCode;
 
+use super::health::PROBE_EVERY;
+use super::lease::LEASE_LIFETIME;
 use super::*;
 use crate::RateLimitInfo;
 use crate::pacing::{Pacer, PacingError, PacingMode};
