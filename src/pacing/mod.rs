@@ -83,6 +83,7 @@ mod learned;
 mod local;
 mod middleware;
 mod pacer;
+mod permit;
 mod shared;
 
 pub use clock::TokioClock;
@@ -90,5 +91,6 @@ pub use config::{BucketScope, PacingMode, Rate};
 pub use error::PacingError;
 pub use key::{PartitionKey, PerHost};
 pub use middleware::PacingMiddleware;
-pub use pacer::{Pacer, PacerBuilder, Permit};
+pub use pacer::{Pacer, PacerBuilder};
+pub use permit::Permit;
 pub use shared::{SharedBucket, SharedCalls, StoreFailure};

@@ -1,6 +1,8 @@
 //! Pacer behaviour under tokio's paused clock: exact waits, no real sleeps.
 
 use super::*;
+use crate::RateLimitInfo;
+use http::StatusCode;
 
 fn ms(n: u64) -> Duration {
     Duration::from_millis(n)
