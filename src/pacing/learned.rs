@@ -163,7 +163,7 @@ pub(crate) struct LearnedQuotas {
 }
 
 /// How long an entry without live facts is kept after its last use.
-const IDLE_AFTER: Duration = Duration::from_secs(300);
+const IDLE_AFTER: Duration = Duration::from_secs(60);
 
 impl LearnedQuotas {
     pub(crate) fn try_reserve(&self, key: &str, now: Duration, cost: u64) -> Admission {

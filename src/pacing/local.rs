@@ -118,8 +118,14 @@ impl LocalBucket {
         }
     }
 
-    /// Forgets keys whose bucket is full again (indistinguishable from a fresh one).
+    /// Forgets keys whose bucket is full again (indistinguishable from a fresh one), and
+    /// unclaimed refunds once they pile up (losing one only makes that key a little slower).
     pub(crate) fn retain_recent(&self) {
+        let mut refunds = self.refunds.lock().unwrap_or_else(|e| e.into_inner());
+        if refunds.len() > 1024 {
+            refunds.clear();
+        }
+        drop(refunds);
         if let Limiter::PerKey { limiter, .. } = &self.limiter {
             limiter.retain_recent();
             limiter.shrink_to_fit();

@@ -96,6 +96,8 @@ impl PacerBuilder {
     }
 
     /// The clock the pacer reads (default: [`TokioClock`], which follows tokio's paused time).
+    /// It must advance with tokio's time, since the pacer sleeps with tokio; an offset (a
+    /// skewed clock) is fine, as Redis only ever sees durations.
     pub fn clock(mut self, clock: impl Clock) -> Self {
         self.clock = Arc::new(clock);
         self

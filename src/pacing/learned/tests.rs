@@ -166,10 +166,10 @@ fn prune_keeps_live_entries_and_drops_idle_ones() {
     ));
     quotas.abandon("gated");
     quotas.close_gate("gated", Duration::ZERO, secs(1000));
-    quotas.prune(secs(301));
+    quotas.prune(secs(61));
     assert_eq!(quotas.len(), 1);
     assert!(matches!(
-        quotas.try_reserve("gated", secs(301), 1),
+        quotas.try_reserve("gated", secs(61), 1),
         Admission::WaitUntil(_)
     ));
 }
