@@ -106,6 +106,7 @@ fn assert_bounded(attempts: &[Attempt]) {
 
 fn assert_back_within_a_second(outage: &Outage) {
     let back_after = outage.back_at - outage.restarted_at;
+    println!("back on the shared bucket {back_after:?} after the restart");
     assert!(
         back_after <= Duration::from_secs(1),
         "the shared bucket was used again {back_after:?} after the restart"
