@@ -616,27 +616,69 @@ proptest! {
     #[test]
     fn sliding_log_never_admits_more_than_the_limit_in_any_window(steps in schedule()) {
         let clock = ManualClock::new();
-        let limiter = SlidingWindowLog::new(5, Duration::from_secs(10)).unwrap().with_clock(clock.clone());
+        let limiter = SlidingWindowLog::new(5, Duration::from_secs(10))
+            .unwrap()
+            .with_clock(clock.clone());
         let log = admitted(&limiter, &clock, &steps);
         // The busiest window starts at an admitted request.
         for &(start, _) in &log {
-            let inside: u64 = log.iter().filter(|(t, _)| *t >= start && *t < start + 10 * S).map(|(_, c)| c).sum();
+            let inside: u64 = log
+                .iter()
+                .filter(|(t, _)| *t >= start && *t < start + 10 * S)
+                .map(|(_, c)| c)
+                .sum();
             prop_assert!(inside <= 5, "{} units in the window from {} ns", inside, start);
         }
     }
 
     #[test]
-    fn windowed_counters_never_admit_more_than_the_limit_in_an_aligned_window(steps in schedule()) {
+    fn windowed_counters_never_admit_more_than_the_limit_in_an_aligned_window(
+        steps in schedule(),
+    ) {
         let clock = ManualClock::new();
-        let fixed = FixedWindow::new(5, Duration::from_secs(10)).unwrap().with_clock(clock.clone());
-        let counter = SlidingWindowCounter::new(5, Duration::from_secs(10)).unwrap().with_clock(clock.clone());
+        let window = Duration::from_secs(10);
+        let fixed = FixedWindow::new(5, window).unwrap().with_clock(clock.clone());
+        let counter = SlidingWindowCounter::new(5, window).unwrap().with_clock(clock.clone());
         for limiter in [&fixed as &dyn RateLimiter, &counter] {
             let log = admitted(limiter, &clock, &steps);
             for &(t, _) in &log {
                 let window = t / (10 * S);
-                let inside: u64 = log.iter().filter(|(u, _)| u / (10 * S) == window).map(|(_, c)| c).sum();
+                let inside: u64 = log
+                    .iter()
+                    .filter(|(u, _)| u / (10 * S) == window)
+                    .map(|(_, c)| c)
+                    .sum();
                 prop_assert!(inside <= 5);
             }
+        }
+    }
+
+    #[test]
+    fn sliding_counter_exceeds_the_limit_by_at_most_the_faded_part_of_the_previous_window(
+        steps in schedule(),
+    ) {
+        let clock = ManualClock::new();
+        let limiter = SlidingWindowCounter::new(5, Duration::from_secs(10))
+            .unwrap()
+            .with_clock(clock.clone());
+        let log = admitted(&limiter, &clock, &steps);
+        let w = 10 * S;
+        let sum_where = |keep: &dyn Fn(u64) -> bool| -> u64 {
+            log.iter().filter(|(t, _)| keep(*t)).map(|(_, c)| c).sum()
+        };
+        // The busiest stretch (τ − W, τ] ends at an admitted request τ, e into window i:
+        // it holds at most limit + previous × e / W, previous = window i − 1's count.
+        for &(end, _) in &log {
+            let (index, e) = (end / w, end % w);
+            let previous = if index == 0 { 0 } else { sum_where(&|t| t / w == index - 1) };
+            let inside = sum_where(&|t| t + w > end && t <= end);
+            prop_assert!(
+                inside * w <= 5 * w + previous * e,
+                "{} units in the stretch ending at {} ns (previous window {})",
+                inside,
+                end,
+                previous
+            );
         }
     }
 
@@ -654,14 +696,25 @@ proptest! {
                 for &(to, cost) in &log[i..] {
                     sum += cost;
                     // sum ≤ 5 + (to − from)/2 s, in integers: sum × 2 s ≤ 5 × 2 s + elapsed
-                    prop_assert!(sum * 2 * S <= 5 * 2 * S + (to - from), "{} units from {} to {}", sum, from, to);
+                    prop_assert!(
+                        sum * 2 * S <= 5 * 2 * S + (to - from),
+                        "{} units from {} to {} ns",
+                        sum,
+                        from,
+                        to
+                    );
                 }
             }
         }
     }
 
     #[test]
-    fn retry_after_and_reset_and_remaining_are_exact(steps in schedule(), algorithm in 0usize..7, cost in 1u64..=5, probe_reset in any::<bool>()) {
+    fn retry_after_and_reset_and_remaining_are_exact(
+        steps in schedule(),
+        algorithm in 0usize..7,
+        cost in 1u64..=5,
+        probe_reset in any::<bool>(),
+    ) {
         let clock = ManualClock::new();
         let (name, limiter) = all_seven(&clock).swap_remove(algorithm);
         admitted(limiter.as_ref(), &clock, &steps);
@@ -670,7 +723,8 @@ proptest! {
         let q = limiter.check("k", 0);
         prop_assert!(!limiter.check("k", q.remaining + 1).allowed, "{}", name);
         if probe_reset {
-            // After `reset`, with nothing else admitted, the whole quota is back; not 1 ns before.
+            // After `reset`, with nothing else admitted, the whole quota is back; 1 ns
+            // before, it is not.
             if q.reset > Duration::ZERO {
                 clock.set(now + q.reset - Duration::from_nanos(1));
                 prop_assert!(limiter.check("k", 0).remaining < 5, "{}", name);

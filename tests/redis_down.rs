@@ -9,7 +9,7 @@ use reqwest_polite::limiter::redis::{
     BlockingRedisLimiter, BlockingRedisStore, RedisLimitError, RedisLimiter, RedisOptions,
     RedisStore,
 };
-use support::RedisServer;
+use support::{RedisCluster, RedisServer};
 
 /// Generous upper bound for "within the command timeout (50 ms) plus a margin".
 const BOUND: Duration = Duration::from_secs(1);
@@ -197,4 +197,51 @@ async fn the_async_limiter_recovers_after_an_outage_longer_than_its_reconnect_at
     server.restart();
     let took = time_to_recover(&limiter, Duration::from_secs(1)).await;
     eprintln!("recovered {took:?} after a long outage");
+}
+
+#[tokio::test]
+async fn a_stalled_cluster_gives_a_timeout_error() {
+    let cluster = RedisCluster::start();
+    let urls = cluster.urls();
+    let urls: Vec<&str> = urls.iter().map(String::as_str).collect();
+    let store = RedisStore::cluster(&urls, RedisOptions::default())
+        .await
+        .unwrap();
+    let limiter = RedisLimiter::token_bucket(store, "tb", 10, 1.0).unwrap();
+    let blocking = BlockingRedisStore::cluster(&urls, RedisOptions::default()).unwrap();
+    let blocking = BlockingRedisLimiter::token_bucket(blocking, "tb", 10, 1.0).unwrap();
+    assert!(limiter.check("k", 1).await.unwrap().allowed);
+    assert!(blocking.check("k", 1).unwrap().allowed);
+
+    for mut node in cluster.node_connections() {
+        let _: () = redis::cmd("CLIENT")
+            .arg("PAUSE")
+            .arg(400)
+            .arg("ALL")
+            .query(&mut node)
+            .unwrap();
+    }
+    let started = Instant::now();
+    let result = limiter.check("k", 1).await;
+    assert!(
+        matches!(result, Err(RedisLimitError::Timeout { .. })),
+        "{result:?}"
+    );
+    assert!(
+        started.elapsed() < Duration::from_millis(250),
+        "took {:?}",
+        started.elapsed()
+    );
+    let started = Instant::now();
+    let result = blocking.check("k", 1);
+    assert!(
+        result.as_ref().is_err_and(RedisLimitError::is_unavailable),
+        "{result:?}"
+    );
+    // each of the blocking client's round trips is bounded; a retry may add one more
+    assert!(
+        started.elapsed() < Duration::from_millis(350),
+        "took {:?}",
+        started.elapsed()
+    );
 }

@@ -359,3 +359,26 @@ async fn awkward_identities_give_safe_keys_on_redis_cluster() {
     assert_eq!(keys.len(), identities.len() * 5);
     assert_safe_keys(&keys, &identities);
 }
+
+#[tokio::test]
+async fn stores_run_other_modules_scripts_on_standalone_and_cluster() {
+    let script = redis::Script::new("return redis.call('INCRBY', KEYS[1], ARGV[1])");
+    let key = vec!["rp:{gate}:n".to_string()];
+    let server = RedisServer::start();
+    let cluster = RedisCluster::start();
+    let urls = cluster.urls();
+    let urls: Vec<&str> = urls.iter().map(String::as_str).collect();
+
+    let standalone = RedisStore::standalone(&server.url(), opts()).await.unwrap();
+    let on_cluster = RedisStore::cluster(&urls, opts()).await.unwrap();
+    for store in [standalone, on_cluster] {
+        let n: i64 = store.eval(&script, &key, &["2".into()]).await.unwrap();
+        assert_eq!(n, 2, "{store:?}");
+    }
+    let standalone = BlockingRedisStore::standalone(&server.url(), opts()).unwrap();
+    let on_cluster = BlockingRedisStore::cluster(&urls, opts()).unwrap();
+    for store in [standalone, on_cluster] {
+        let n: i64 = store.eval(&script, &key, &["3".into()]).unwrap();
+        assert_eq!(n, 5, "{store:?}");
+    }
+}

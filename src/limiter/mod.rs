@@ -37,7 +37,8 @@
 //!   after which the same request, with the same cost, passes if nothing else happens; `None`
 //!   when allowed, and when the cost is above the limit (it can never pass).
 //!
-//! A rejected request takes nothing. Limits, capacities, windows and rates of zero are rejected
+//! A rejected request takes nothing. A clock that goes back refunds nothing: each key keeps
+//! counting from the latest time it saw. Limits, capacities, windows and rates of zero are rejected
 //! with a [`LimiterConfigError`]; windows beyond `u64::MAX` nanoseconds (about 584 years) are
 //! clamped to that.
 //!
@@ -45,7 +46,7 @@
 //!
 //! A key whose state decides exactly as a fresh key's (its window passed, its bucket refilled
 //! or drained) is dropped: at once when a check leaves it so, else by a sweep that runs once
-//! every `max(keys held after the last sweep, 1,024)` checks. So `keys_held()` stays below
+//! every `max(keys held after the last sweep, 1,024)` checks. So `keys_held()` is at most
 //! `keys active within one idle period + max(those, 1,024)`, whatever the number of keys seen,
 //! and each sweep's cost is paid by as many checks as it visits.
 //!

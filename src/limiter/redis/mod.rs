@@ -19,7 +19,31 @@
 //! Zero limits, capacities, windows and non-positive rates are rejected with
 //! [`RedisLimitError::InvalidConfig`], as the in-memory limiters reject them. Limits and costs
 //! above 2^53 are clamped to 2^53 (Lua numbers are doubles); windows are counted in whole
-//! microseconds (at least one, at most 2^52).
+//! microseconds (at least one, at most 2^52). The sliding window counter compares
+//! `count × window` products, exact while they stay below 2^53 (e.g. a limit of a million per
+//! hour).
+//!
+//! ```no_run
+//! use std::time::Duration;
+//! use reqwest_polite::limiter::redis::{RedisLimiter, RedisOptions, RedisStore};
+//!
+//! # async fn run() -> Result<(), reqwest_polite::limiter::redis::RedisLimitError> {
+//! // The same limiter code runs on a cluster: only the store differs.
+//! let store = RedisStore::cluster(
+//!     &["redis://10.0.0.1:6379", "redis://10.0.0.2:6379"],
+//!     RedisOptions::default().with_command_timeout(Duration::from_millis(20)),
+//! )
+//! .await?;
+//! let limiter = RedisLimiter::sliding_window_log(store, "search", 30, Duration::from_secs(60))?;
+//!
+//! let decision = limiter.check("api-key-123", 1).await?;
+//! if !decision.allowed {
+//!     // `retry_after` is `None` only when the cost can never fit
+//!     println!("retry in {:?}", decision.retry_after);
+//! }
+//! # Ok(())
+//! # }
+//! ```
 
 mod algorithm;
 mod blocking;
