@@ -19,7 +19,8 @@
 //! 3. **a shared bucket** ([`SharedBucket`]): a token bucket in Redis (standalone or Cluster)
 //!    that every process takes from, so N processes share one quota instead of each using its
 //!    own. A 429 seen by one process closes a gate in Redis (a key with a TTL, never a client
-//!    timestamp) that every process reads at most 100 ms later. Optional leases take K tokens
+//!    timestamp) that every other process sees with its next take from Redis (read in the same
+//!    round trip, at most once per 100 ms). Optional leases take K tokens
 //!    per round trip and spend them locally: round trips fall to 1/K per request, and the
 //!    processes together may run ahead of the quota by at most K × processes requests.
 //!    While Redis is out of reach the bucket fails open (default, with a rate-limited
