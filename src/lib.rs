@@ -46,6 +46,7 @@ pub mod headers;
 pub mod limiter;
 #[cfg(feature = "mock")]
 pub mod mock;
+pub mod pacing;
 pub mod retry;
 
 pub use client::{PoliteClientBuilder, client};
@@ -55,3 +56,4 @@ pub use client::{PoliteClientBuilder, client};
 #[doc = include_str!("../README.md")]
 pub struct ReadmeDoctests;
 pub use headers::RateLimitInfo;
+pub use pacing::{Pacer, PacingMiddleware};

@@ -1,0 +1,53 @@
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::limiter::Clock;
+
+/// A [`Clock`] that follows tokio's clock, so a pacer under `tokio::time::pause` sees the same
+/// time as the sleeps it takes. The pacer's default clock.
+///
+/// ```
+/// use reqwest_polite::limiter::Clock;
+/// use reqwest_polite::pacing::TokioClock;
+///
+/// let clock = TokioClock::new();
+/// assert!(clock.now() < std::time::Duration::from_secs(1));
+/// ```
+#[derive(Debug, Clone, Copy)]
+pub struct TokioClock {
+    epoch: tokio::time::Instant,
+}
+
+impl TokioClock {
+    /// A clock whose epoch is now.
+    pub fn new() -> Self {
+        Self {
+            epoch: tokio::time::Instant::now(),
+        }
+    }
+}
+
+impl Default for TokioClock {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Clock for TokioClock {
+    fn now(&self) -> Duration {
+        self.epoch.elapsed()
+    }
+}
+
+/// Our clock seen through governor's clock trait (governor accepts `Duration` as an instant),
+/// so the GCRA and the sleeps share one time source.
+#[derive(Clone)]
+pub(crate) struct GovernorClock(pub(crate) Arc<dyn Clock>);
+
+impl governor::clock::Clock for GovernorClock {
+    type Instant = Duration;
+
+    fn now(&self) -> Duration {
+        self.0.now()
+    }
+}

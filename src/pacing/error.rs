@@ -1,0 +1,55 @@
+use std::time::Duration;
+
+/// Why the pacer refused a request instead of letting it through.
+///
+/// Each variant carries the facts a caller needs, first of all the wait that was refused.
+///
+/// ```
+/// use std::time::Duration;
+/// use reqwest_polite::pacing::PacingError;
+///
+/// let error = PacingError::Throttled { wait: Duration::from_millis(250) };
+/// assert_eq!(error.wait(), Some(Duration::from_millis(250)));
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum PacingError {
+    /// Fail-fast mode: the request would have had to wait, so it was rejected at once.
+    #[error("rate limited: the request would wait {wait:?} and the pacer fails fast")]
+    Throttled {
+        /// How long the request would have waited for its permit.
+        wait: Duration,
+    },
+    /// Wait mode: the permit would come later than the pacer's maximum wait allows.
+    #[error("rate limited: the request would wait {wait:?}, more than the maximum {max_wait:?}")]
+    WaitTooLong {
+        /// The total wait the request would have needed (already waited plus still to wait).
+        wait: Duration,
+        /// The pacer's configured maximum wait.
+        max_wait: Duration,
+    },
+    /// The request costs more than the bucket can ever hold: it would never be allowed.
+    #[error("a request of cost {cost} can never pass a bucket of burst {burst}")]
+    CostTooHigh {
+        /// The cost asked for.
+        cost: u32,
+        /// The most the bucket admits at once.
+        burst: u32,
+    },
+    /// The shared quota's store (Redis) is out of reach and its policy is fail-closed.
+    #[error("the shared quota store is unreachable (fail-closed): {reason}")]
+    StoreUnavailable {
+        /// What went wrong, without keys or secrets.
+        reason: String,
+    },
+}
+
+impl PacingError {
+    /// The wait that was refused, when there is one.
+    pub fn wait(&self) -> Option<Duration> {
+        match self {
+            PacingError::Throttled { wait } | PacingError::WaitTooLong { wait, .. } => Some(*wait),
+            PacingError::CostTooHigh { .. } | PacingError::StoreUnavailable { .. } => None,
+        }
+    }
+}

@@ -1,0 +1,93 @@
+use std::sync::Arc;
+
+use http::Extensions;
+use reqwest::{Request, Response};
+use reqwest_middleware::{Middleware, Next};
+
+use super::key::{PartitionKey, PerHost};
+use super::pacer::Pacer;
+use crate::headers::RateLimitInfo;
+
+/// Paces every attempt of a request: awaits a permit for the request's partition key, sends,
+/// then feeds the response's [`RateLimitInfo`] back to the [`Pacer`].
+///
+/// Put it under the retry middleware so that retries are paced too. A refused permit becomes
+/// `reqwest_middleware::Error::Middleware` wrapping a [`PacingError`](super::PacingError).
+///
+/// ```
+/// use reqwest_polite::pacing::{Pacer, PacingMiddleware, Rate};
+/// use wiremock::{Mock, MockServer, ResponseTemplate, matchers::any};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() {
+/// let server = MockServer::start().await;
+/// Mock::given(any()).respond_with(ResponseTemplate::new(200)).mount(&server).await;
+/// let pacer = Pacer::builder().rate(Rate::per_second(50).unwrap()).build();
+/// let client = reqwest_middleware::ClientBuilder::new(reqwest::Client::new())
+///     .with(PacingMiddleware::new(pacer))
+///     .build();
+///
+/// let started = std::time::Instant::now();
+/// for _ in 0..3 {
+///     let response = client.get(server.uri()).send().await.unwrap();
+///     assert_eq!(response.status(), 200);
+/// }
+/// // 50 per second, evenly spaced: three requests span at least 40 ms.
+/// assert!(started.elapsed() >= std::time::Duration::from_millis(39));
+/// # }
+/// ```
+#[derive(Clone)]
+pub struct PacingMiddleware {
+    pacer: Pacer,
+    partition: Arc<dyn PartitionKey>,
+}
+
+impl PacingMiddleware {
+    /// Paces with `pacer`, one quota per host ([`PerHost`]).
+    pub fn new(pacer: Pacer) -> Self {
+        Self {
+            pacer,
+            partition: Arc::new(PerHost),
+        }
+    }
+
+    /// Partitions requests with `partition` instead (tenant, API key, route…).
+    pub fn with_partition(mut self, partition: impl PartitionKey) -> Self {
+        self.partition = Arc::new(partition);
+        self
+    }
+
+    /// The pacer behind this middleware.
+    pub fn pacer(&self) -> &Pacer {
+        &self.pacer
+    }
+}
+
+impl std::fmt::Debug for PacingMiddleware {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PacingMiddleware")
+            .field("pacer", &self.pacer)
+            .finish_non_exhaustive()
+    }
+}
+
+#[async_trait::async_trait]
+impl Middleware for PacingMiddleware {
+    async fn handle(
+        &self,
+        request: Request,
+        extensions: &mut Extensions,
+        next: Next<'_>,
+    ) -> reqwest_middleware::Result<Response> {
+        let key = self.partition.key_of(&request);
+        let permit = self
+            .pacer
+            .acquire(&key, 1)
+            .await
+            .map_err(reqwest_middleware::Error::middleware)?;
+        let mut response = next.run(request, extensions).await?;
+        let info = RateLimitInfo::of_response(&mut response);
+        permit.finish(response.status(), &info).await;
+        Ok(response)
+    }
+}

@@ -1,0 +1,127 @@
+//! The shared bucket on Redis: the limiter module's token bucket script for the tokens, and two
+//! small scripts of our own for the shared gate.
+
+use std::sync::{Arc, LazyLock};
+use std::time::Duration;
+
+use redis::Script;
+use sha2::{Digest, Sha256};
+
+use super::{SharedBucket, SharedStore, StoreTake};
+use crate::limiter::redis::{RedisLimitError, RedisLimiter, RedisStore};
+use crate::pacing::Rate;
+
+static CLOSE_GATE: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("close_gate.lua")));
+static READ_GATE: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("read_gate.lua")));
+
+impl SharedBucket {
+    /// A token bucket named `name` in Redis holding `rate` (burst = capacity) for every
+    /// process that uses the same store and name. Keys are hashed before they reach Redis;
+    /// the bucket's time is the Redis server's, so skewed client clocks do not matter.
+    ///
+    /// ```no_run
+    /// use reqwest_polite::limiter::redis::{RedisOptions, RedisStore};
+    /// use reqwest_polite::pacing::{Pacer, Rate, SharedBucket, StoreFailure};
+    ///
+    /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+    /// let store = RedisStore::standalone("redis://127.0.0.1:6379", RedisOptions::default()).await?;
+    /// let bucket = SharedBucket::redis(store, "partner-api", Rate::per_second(100).unwrap())?
+    ///     .lease(5)
+    ///     .on_failure(StoreFailure::LocalFallback { processes: 20 });
+    /// let pacer = Pacer::builder().shared(bucket).build();
+    /// let permit = pacer.acquire("partner.example.com:443", 1).await?;
+    /// # drop(permit);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn redis(
+        store: RedisStore,
+        name: &str,
+        rate: Rate,
+    ) -> Result<SharedBucket, RedisLimitError> {
+        let limiter = RedisLimiter::token_bucket(
+            store.clone(),
+            name,
+            u64::from(rate.burst()),
+            rate.requests_per_second(),
+        )?;
+        let shared = RedisShared {
+            limiter,
+            store,
+            name: name.to_owned(),
+        };
+        Ok(SharedBucket::from_store(Arc::new(shared), rate))
+    }
+}
+
+struct RedisShared {
+    limiter: RedisLimiter,
+    store: RedisStore,
+    name: String,
+}
+
+impl RedisShared {
+    /// `rp:{pacing-gate.<name>:<digest>}:gate`: hashed like the limiter's keys, one slot per key.
+    fn gate_key(&self, key: &str) -> String {
+        let mut hasher = Sha256::new();
+        hasher.update((self.name.len() as u64).to_be_bytes());
+        hasher.update(self.name.as_bytes());
+        hasher.update(key.as_bytes());
+        let digest: String = hasher.finalize()[..16]
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        let name: String = self
+            .name
+            .chars()
+            .take(48)
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || c == '-' {
+                    c
+                } else {
+                    '_'
+                }
+            })
+            .collect();
+        format!("rp:{{pacing-gate.{name}:{digest}}}:gate")
+    }
+}
+
+fn describe(error: RedisLimitError) -> String {
+    match std::error::Error::source(&error) {
+        Some(source) => format!("{error}: {source}"),
+        None => error.to_string(),
+    }
+}
+
+#[async_trait::async_trait]
+impl SharedStore for RedisShared {
+    async fn take(&self, key: &str, cost: u64) -> Result<StoreTake, String> {
+        let decision = self.limiter.check(key, cost).await.map_err(describe)?;
+        Ok(match (decision.allowed, decision.retry_after) {
+            (true, _) => StoreTake::Taken {
+                remaining: decision.remaining,
+            },
+            (false, Some(wait)) => StoreTake::Wait(wait),
+            (false, None) => StoreTake::Never,
+        })
+    }
+
+    async fn close_gate(&self, key: &str, wait: Duration) -> Result<(), String> {
+        let millis = wait.as_millis().max(1).to_string();
+        self.store
+            .eval::<i64>(&CLOSE_GATE, &[self.gate_key(key)], &[millis])
+            .await
+            .map(drop)
+            .map_err(describe)
+    }
+
+    async fn gate(&self, key: &str) -> Result<Duration, String> {
+        let millis: i64 = self
+            .store
+            .eval(&READ_GATE, &[self.gate_key(key)], &[])
+            .await
+            .map_err(describe)?;
+        Ok(Duration::from_millis(u64::try_from(millis).unwrap_or(0)))
+    }
+}

@@ -1,0 +1,380 @@
+//! The shared-bucket logic against an in-memory store that can be switched off, under tokio's
+//! paused clock.
+
+use std::sync::atomic::AtomicBool;
+
+use http::StatusCode;
+
+use super::health::PROBE_EVERY;
+use super::lease::LEASE_LIFETIME;
+use super::*;
+use crate::RateLimitInfo;
+use crate::pacing::{Pacer, PacingError, PacingMode};
+use crate::retry::Jitter;
+
+/// A token bucket in memory, standing in for Redis; it counts its calls and can be made
+/// unreachable.
+#[derive(Default)]
+struct FakeStore {
+    state: Mutex<FakeState>,
+    down: AtomicBool,
+    takes: AtomicU64,
+    gate_reads: AtomicU64,
+}
+
+#[derive(Default)]
+struct FakeState {
+    tokens: f64,
+    last: Option<tokio::time::Instant>,
+    gate_until: Option<tokio::time::Instant>,
+}
+
+const CAPACITY: f64 = 10.0;
+const REFILL_PER_SEC: f64 = 100.0;
+
+impl FakeStore {
+    fn refill(state: &mut FakeState) {
+        let now = tokio::time::Instant::now();
+        let elapsed = state.last.map_or(CAPACITY / REFILL_PER_SEC, |l| {
+            now.duration_since(l).as_secs_f64()
+        });
+        state.tokens = (state.tokens + elapsed * REFILL_PER_SEC).min(CAPACITY);
+        state.last = Some(now);
+    }
+
+    fn check_up(&self) -> Result<(), String> {
+        if self.down.load(Ordering::SeqCst) {
+            Err("connection refused".to_owned())
+        } else {
+            Ok(())
+        }
+    }
+
+    fn tokens(&self) -> f64 {
+        let mut state = self.state.lock().unwrap();
+        FakeStore::refill(&mut state);
+        state.tokens
+    }
+}
+
+#[async_trait::async_trait]
+impl SharedStore for FakeStore {
+    async fn take(&self, _key: &str, cost: u64) -> Result<StoreTake, String> {
+        self.check_up()?;
+        self.takes.fetch_add(1, Ordering::SeqCst);
+        let mut state = self.state.lock().unwrap();
+        FakeStore::refill(&mut state);
+        let cost = cost as f64;
+        if cost > CAPACITY {
+            return Ok(StoreTake::Never);
+        }
+        if state.tokens >= cost {
+            state.tokens -= cost;
+            Ok(StoreTake::Taken {
+                remaining: state.tokens.floor() as u64,
+            })
+        } else {
+            let missing = cost - state.tokens;
+            Ok(StoreTake::Wait(Duration::from_secs_f64(
+                missing / REFILL_PER_SEC,
+            )))
+        }
+    }
+
+    async fn close_gate(&self, _key: &str, wait: Duration) -> Result<(), String> {
+        self.check_up()?;
+        let until = tokio::time::Instant::now() + wait;
+        let mut state = self.state.lock().unwrap();
+        state.gate_until = Some(state.gate_until.map_or(until, |g| g.max(until)));
+        Ok(())
+    }
+
+    async fn gate(&self, _key: &str) -> Result<Duration, String> {
+        self.check_up()?;
+        self.gate_reads.fetch_add(1, Ordering::SeqCst);
+        let state = self.state.lock().unwrap();
+        Ok(state.gate_until.map_or(Duration::ZERO, |g| {
+            g.saturating_duration_since(tokio::time::Instant::now())
+        }))
+    }
+}
+
+fn rate() -> Rate {
+    Rate::per_second(REFILL_PER_SEC as u32)
+        .unwrap()
+        .with_burst(CAPACITY as u32)
+}
+
+fn pacer_on(store: &Arc<FakeStore>, configure: impl FnOnce(SharedBucket) -> SharedBucket) -> Pacer {
+    let bucket = configure(SharedBucket::from_store(store.clone(), rate()));
+    Pacer::builder().shared(bucket).build()
+}
+
+fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
+#[tokio::test(start_paused = true)]
+async fn two_pacers_share_one_store_rate() {
+    let store = Arc::new(FakeStore::default());
+    let (a, b) = (pacer_on(&store, |s| s), pacer_on(&store, |s| s));
+    let started = tokio::time::Instant::now();
+    for _ in 0..105 {
+        drop(a.acquire("k", 1).await.unwrap());
+        drop(b.acquire("k", 1).await.unwrap());
+    }
+    // 210 permits: 10 from the full bucket, 200 at 100 per second.
+    let elapsed = started.elapsed();
+    assert!(elapsed >= ms(1990) && elapsed <= ms(2010), "{elapsed:?}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_lease_of_k_takes_one_round_trip_per_k_requests() {
+    let store = Arc::new(FakeStore::default());
+    let pacer = pacer_on(&store, |s| s.lease(10));
+    for _ in 0..200 {
+        drop(pacer.acquire("k", 1).await.unwrap());
+    }
+    assert_eq!(store.takes.load(Ordering::SeqCst), 20);
+    // Gate reads ride along at most once per take and once per 100 ms.
+    assert!(store.gate_reads.load(Ordering::SeqCst) <= 20);
+}
+
+#[tokio::test(start_paused = true)]
+async fn unused_lease_tokens_lapse() {
+    let store = Arc::new(FakeStore::default());
+    let pacer = pacer_on(&store, |s| s.lease(10));
+    drop(pacer.acquire("k", 1).await.unwrap());
+    // Nine tokens leased: still there a while later, dropped once the key has been idle long.
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    drop(pacer.acquire("k", 1).await.unwrap());
+    assert_eq!(store.takes.load(Ordering::SeqCst), 1);
+    tokio::time::sleep(LEASE_LIFETIME).await;
+    drop(pacer.acquire("k", 1).await.unwrap());
+    assert_eq!(store.takes.load(Ordering::SeqCst), 2);
+}
+
+#[tokio::test(start_paused = true)]
+async fn fail_open_lets_requests_through_and_returns_to_the_store_when_it_is_back() {
+    let store = Arc::new(FakeStore::default());
+    let pacer = pacer_on(&store, |s| s.on_failure(StoreFailure::FailOpen));
+    store.down.store(true, Ordering::SeqCst);
+    for _ in 0..500 {
+        assert_eq!(
+            pacer.acquire("k", 1).await.unwrap().waited(),
+            Duration::ZERO
+        );
+    }
+    // While it is down the store is not hammered: one try (a take and a gate read in one
+    // round trip), then one per probe interval.
+    let calls = pacer.shared_calls();
+    assert_eq!((calls.takes, calls.gate_reads), (1, 1));
+    store.down.store(false, Ordering::SeqCst);
+    tokio::time::sleep(PROBE_EVERY).await;
+    let before = store.takes.load(Ordering::SeqCst);
+    drop(pacer.acquire("k", 1).await.unwrap());
+    assert_eq!(store.takes.load(Ordering::SeqCst), before + 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn fail_closed_refuses_with_the_reason() {
+    let store = Arc::new(FakeStore::default());
+    let pacer = pacer_on(&store, |s| s.on_failure(StoreFailure::FailClosed));
+    store.down.store(true, Ordering::SeqCst);
+    for _ in 0..3 {
+        let error = pacer.acquire("k", 1).await.unwrap_err();
+        assert!(
+            matches!(error, PacingError::StoreUnavailable { .. }),
+            "{error:?}"
+        );
+    }
+    store.down.store(false, Ordering::SeqCst);
+    tokio::time::sleep(PROBE_EVERY).await;
+    assert!(pacer.acquire("k", 1).await.is_ok());
+}
+
+#[tokio::test(start_paused = true)]
+async fn local_fallback_paces_at_the_shared_rate_divided_by_the_processes() {
+    let store = Arc::new(FakeStore::default());
+    let pacer = pacer_on(&store, |s| {
+        s.on_failure(StoreFailure::LocalFallback { processes: 4 })
+    });
+    store.down.store(true, Ordering::SeqCst);
+    let started = tokio::time::Instant::now();
+    for _ in 0..51 {
+        drop(pacer.acquire("k", 1).await.unwrap());
+    }
+    // 100 per second shared by 4: 25 per second here, burst 2 (10 / 4).
+    let elapsed = started.elapsed();
+    assert!(elapsed >= ms(1950) && elapsed <= ms(2000), "{elapsed:?}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn one_process_429_pauses_the_other_through_the_store() {
+    let store = Arc::new(FakeStore::default());
+    let (a, b) = (pacer_on(&store, |s| s), pacer_on(&store, |s| s));
+    drop(b.acquire("k", 1).await.unwrap());
+    let told = RateLimitInfo {
+        retry_after: Some(Duration::from_secs(2)),
+        ..RateLimitInfo::default()
+    };
+    a.acquire("k", 1)
+        .await
+        .unwrap()
+        .finish(StatusCode::TOO_MANY_REQUESTS, &told)
+        .await;
+    tokio::time::sleep(GATE_REFRESH).await;
+    let waited = b.acquire("k", 1).await.unwrap().waited();
+    assert!(waited >= ms(1900) && waited <= ms(2300), "{waited:?}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn dropped_waiters_leave_the_store_tokens_as_they_were() {
+    let store = Arc::new(FakeStore::default());
+    let pacer = Pacer::builder()
+        .shared(SharedBucket::from_store(store.clone(), rate()))
+        .gate_jitter(Jitter::None)
+        .mode(PacingMode::default())
+        .build();
+    for _ in 0..10 {
+        drop(pacer.acquire("k", 1).await.unwrap());
+    }
+    let started = Arc::new(AtomicU64::new(0));
+    let waiters: Vec<_> = (0..1000)
+        .map(|_| {
+            let (pacer, started) = (pacer.clone(), started.clone());
+            tokio::spawn(async move {
+                started.fetch_add(1, Ordering::SeqCst);
+                pacer.acquire("k", 1).await.map(drop)
+            })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_micros(1)).await;
+    assert_eq!(
+        started.load(Ordering::SeqCst),
+        1000,
+        "every waiter is asleep"
+    );
+    for waiter in &waiters {
+        waiter.abort();
+    }
+    for waiter in waiters {
+        assert!(waiter.await.unwrap_err().is_cancelled());
+    }
+    tokio::time::sleep(ms(100)).await;
+    assert_eq!(store.takes.load(Ordering::SeqCst), 10);
+    assert!(
+        (store.tokens() - CAPACITY).abs() < 1e-9,
+        "{}",
+        store.tokens()
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn tokens_taken_beside_a_closed_gate_wait_in_the_lease() {
+    let store = Arc::new(FakeStore::default());
+    store.close_gate("k", Duration::from_secs(1)).await.unwrap();
+    let pacer = Pacer::builder()
+        .shared(SharedBucket::from_store(store.clone(), rate()).lease(5))
+        .learn_from_server(false)
+        .gate_jitter(Jitter::None)
+        .build();
+    // Gate and tokens come back in one round trip: the request waits out the gate...
+    let first = pacer.acquire("k", 1).await.unwrap();
+    assert!(
+        first.waited() >= Duration::from_secs(1),
+        "{:?}",
+        first.waited()
+    );
+    assert!(first.waited() <= ms(1010), "{:?}", first.waited());
+    // ...and the leased tokens serve the next requests without another take.
+    for _ in 0..4 {
+        assert_eq!(
+            pacer.acquire("k", 1).await.unwrap().waited(),
+            Duration::ZERO
+        );
+    }
+    assert_eq!(store.takes.load(Ordering::SeqCst), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn without_learning_a_429_is_not_followed_but_a_manual_pause_is() {
+    let store = Arc::new(FakeStore::default());
+    let pacer = Pacer::builder()
+        .shared(SharedBucket::from_store(store.clone(), rate()).lease(5))
+        .learn_from_server(false)
+        .gate_jitter(Jitter::None)
+        .build();
+    let told = RateLimitInfo {
+        retry_after: Some(Duration::from_secs(2)),
+        ..RateLimitInfo::default()
+    };
+    pacer
+        .acquire("k", 1)
+        .await
+        .unwrap()
+        .finish(StatusCode::TOO_MANY_REQUESTS, &told)
+        .await;
+    assert_eq!(
+        pacer.acquire("k", 1).await.unwrap().waited(),
+        Duration::ZERO
+    );
+    assert_eq!(store.gate("k").await.unwrap(), Duration::ZERO);
+    pacer.pause("k", Duration::from_secs(2));
+    assert_eq!(
+        pacer.acquire("k", 1).await.unwrap().waited(),
+        Duration::from_secs(2)
+    );
+}
+
+/// Records every event's level and fields, to check what the pacer logs.
+#[derive(Clone, Default)]
+struct RecordEvents(Arc<Mutex<Vec<(tracing::Level, String)>>>);
+
+impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for RecordEvents {
+    fn on_event(&self, event: &tracing::Event<'_>, _: tracing_subscriber::layer::Context<'_, S>) {
+        struct Fields(String);
+        impl tracing::field::Visit for Fields {
+            fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
+                self.0.push_str(&format!("{}={value:?} ", field.name()));
+            }
+        }
+        let mut fields = Fields(String::new());
+        event.record(&mut fields);
+        let level = *event.metadata().level();
+        self.0.lock().unwrap().push((level, fields.0));
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_unreachable_store_is_warned_about_once_per_ten_seconds_without_the_key() {
+    use tracing_subscriber::layer::SubscriberExt;
+    let events = RecordEvents::default();
+    let _guard =
+        tracing::subscriber::set_default(tracing_subscriber::registry().with(events.clone()));
+    let store = Arc::new(FakeStore::default());
+    let pacer = Pacer::builder()
+        .shared(SharedBucket::from_store(store.clone(), rate()))
+        .build();
+    store.down.store(true, Ordering::SeqCst);
+    let secret = "tenant-42/api-key-s3cr3t";
+    let told = RateLimitInfo {
+        retry_after: Some(ms(1)),
+        ..RateLimitInfo::default()
+    };
+    for _ in 0..3000 {
+        let permit = pacer.acquire(secret, 1).await.unwrap();
+        permit.finish(StatusCode::TOO_MANY_REQUESTS, &told).await;
+        tokio::time::sleep(ms(10)).await;
+    }
+    let events = events.0.lock().unwrap();
+    let warnings = events
+        .iter()
+        .filter(|(level, _)| *level == tracing::Level::WARN)
+        .count();
+    // 30 s of outage: one warning at the start, then one per 10 s.
+    assert!((3..=4).contains(&warnings), "{warnings} warnings");
+    // Keys appear as digests only (the 429s are logged too).
+    assert!(events.len() > 3000, "{} events", events.len());
+    assert!(events.iter().all(|(_, fields)| !fields.contains(secret)));
+}

@@ -1,0 +1,146 @@
+//! Leases: each process takes K tokens per Redis call and spends them locally (real
+//! `redis-server` on 127.0.0.1). Round trips fall to 1/K per request while the shared bucket
+//! has tokens to spare; the processes together may run ahead of the quota by at most
+//! K × processes requests.
+mod support;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use reqwest_polite::limiter::redis::{RedisOptions, RedisStore};
+use reqwest_polite::pacing::{Pacer, PacingMode, Rate, SharedBucket, StoreFailure};
+use support::RedisServer;
+
+const RATE: u32 = 200;
+const BURST: u32 = 20;
+const LEASE: u32 = 10;
+const PROCESSES: usize = 4;
+const RUN: Duration = Duration::from_secs(3);
+
+struct Run {
+    admitted: u64,
+    takes: u64,
+    gate_reads: u64,
+}
+
+/// `PROCESSES` pacers on their own connections share one leased bucket for `RUN`; each may also
+/// have a rate of its own (its share of work).
+async fn run(name: &str, burst: u32, own_rate: Option<Rate>) -> Run {
+    let redis = RedisServer::start();
+    let options = RedisOptions::default().with_command_timeout(Duration::from_millis(250));
+    let mut pacers = Vec::new();
+    for _ in 0..PROCESSES {
+        let store = RedisStore::standalone(&redis.url(), options).await.unwrap();
+        let rate = Rate::per_second(RATE).unwrap().with_burst(burst);
+        let bucket = SharedBucket::redis(store, name, rate)
+            .unwrap()
+            .lease(LEASE)
+            .on_failure(StoreFailure::FailClosed);
+        let mut builder = Pacer::builder().shared(bucket).mode(PacingMode::Wait {
+            max_wait: Duration::from_secs(5),
+        });
+        if let Some(own) = own_rate {
+            builder = builder.rate(own);
+        }
+        pacers.push(builder.build());
+    }
+    let admitted = Arc::new(AtomicU64::new(0));
+    let deadline = Instant::now() + RUN;
+    let clients: Vec<_> = pacers
+        .iter()
+        .cloned()
+        .map(|pacer| {
+            let admitted = admitted.clone();
+            tokio::spawn(async move {
+                loop {
+                    let permit = pacer.acquire("k", 1).await.unwrap();
+                    if Instant::now() > deadline {
+                        break;
+                    }
+                    admitted.fetch_add(1, Ordering::SeqCst);
+                    drop(permit);
+                    tokio::task::yield_now().await;
+                }
+            })
+        })
+        .collect();
+    for client in clients {
+        client.await.unwrap();
+    }
+    let (takes, gate_reads) = pacers.iter().fold((0, 0), |(t, g), p| {
+        let calls = p.shared_calls();
+        (t + calls.takes, g + calls.gate_reads)
+    });
+    let run = Run {
+        admitted: admitted.load(Ordering::SeqCst),
+        takes,
+        gate_reads,
+    };
+    println!(
+        "{name}: {} admitted, {} takes, {} gate reads",
+        run.admitted, run.takes, run.gate_reads
+    );
+    run
+}
+
+/// The shared gate is read beside a take only, at most once per 100 ms per process.
+fn assert_gate_reads_bounded(run: &Run) {
+    let per_process = RUN.as_millis() as u64 / 100 + 2;
+    assert!(
+        run.gate_reads <= run.takes.min(PROCESSES as u64 * per_process),
+        "{} gate reads for {} takes",
+        run.gate_reads,
+        run.takes
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn with_tokens_to_spare_a_lease_of_k_costs_one_take_per_k_requests() {
+    // Each process works at 40 per second: 160 together, under the shared 200, and the
+    // bucket starts with a lease for everyone.
+    let own = Rate::per_second(40).unwrap().with_burst(2);
+    let run = run("spare", LEASE * PROCESSES as u32, Some(own)).await;
+    let expected = PROCESSES as f64 * (2.0 + 40.0 * RUN.as_secs_f64());
+    assert!(
+        run.admitted as f64 >= 0.95 * expected,
+        "{} admitted",
+        run.admitted
+    );
+    // One take per lease; the last lease of each process may be unfinished.
+    let most = run.admitted.div_ceil(u64::from(LEASE)) + PROCESSES as u64;
+    assert!(
+        run.takes <= most,
+        "{} takes for {} requests",
+        run.takes,
+        run.admitted
+    );
+    assert_gate_reads_bounded(&run);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn saturated_processes_overshoot_by_at_most_k_each_and_take_turns() {
+    let run = run("saturated", BURST, None).await;
+    let quota = f64::from(BURST) + f64::from(RATE) * RUN.as_secs_f64();
+    let bound = quota + f64::from(LEASE) * PROCESSES as f64;
+    assert!(
+        run.admitted as f64 <= bound,
+        "{} admitted, bound {bound}",
+        run.admitted
+    );
+    assert!(
+        run.admitted as f64 >= 0.95 * quota,
+        "{} admitted of {quota}",
+        run.admitted
+    );
+    // Processes that all want more than their share are sometimes refused (the store's wait,
+    // spread so they fall into turns): still far fewer calls than one per request.
+    let per_request = run.takes as f64 / run.admitted as f64;
+    assert!(
+        per_request <= 2.5 / f64::from(LEASE),
+        "{} takes for {} requests",
+        run.takes,
+        run.admitted
+    );
+    assert_gate_reads_bounded(&run);
+}

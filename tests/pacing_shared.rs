@@ -1,0 +1,233 @@
+//! A quota shared by many processes through Redis (real `redis-server`, 127.0.0.1): eight
+//! clients on eight connections hold one rate; local buckets alone would admit eight times it.
+//! Redis Cluster holds the quota too, and skewed client clocks do not matter.
+mod support;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use reqwest_polite::RateLimitInfo;
+use reqwest_polite::limiter::Clock;
+use reqwest_polite::limiter::redis::{RedisLimiter, RedisOptions, RedisStore};
+use reqwest_polite::pacing::{Pacer, PacingMode, Rate, SharedBucket, StoreFailure, TokioClock};
+use support::{RedisCluster, RedisServer};
+
+const RATE: u32 = 100;
+/// A few tokens of slack: with a burst of 1, every millisecond a timer fires late is lost.
+const BURST: u32 = 10;
+const RUN: Duration = Duration::from_secs(5);
+const CLIENTS: usize = 8;
+
+/// Eight clients acquire in a loop for `RUN`; returns how many permits they got in total.
+async fn admitted_by(pacers: Vec<Pacer>, keys: &[&'static str], run: Duration) -> u64 {
+    let admitted = Arc::new(AtomicU64::new(0));
+    let deadline = Instant::now() + run;
+    let clients: Vec<_> = pacers
+        .into_iter()
+        .enumerate()
+        .map(|(i, pacer)| {
+            let admitted = admitted.clone();
+            let key = keys[i % keys.len()];
+            tokio::spawn(async move {
+                loop {
+                    let permit = pacer.acquire(key, 1).await.unwrap();
+                    if Instant::now() > deadline {
+                        break;
+                    }
+                    admitted.fetch_add(1, Ordering::SeqCst);
+                    drop(permit);
+                    // Stands for the request: a client that never yields would starve the rest.
+                    tokio::task::yield_now().await;
+                }
+            })
+        })
+        .collect();
+    for client in clients {
+        client.await.unwrap();
+    }
+    admitted.load(Ordering::SeqCst)
+}
+
+fn rate() -> Rate {
+    Rate::per_second(RATE).unwrap().with_burst(BURST)
+}
+
+/// A full bucket, then `RATE` per second.
+fn quota_over(run: Duration) -> f64 {
+    f64::from(BURST) + f64::from(RATE) * run.as_secs_f64()
+}
+
+fn wait_mode() -> PacingMode {
+    PacingMode::Wait {
+        max_wait: Duration::from_secs(10),
+    }
+}
+
+/// Room for a machine busy with the other tests; a failed call fails the test (fail-closed)
+/// instead of letting requests through unpaced.
+fn options() -> RedisOptions {
+    RedisOptions::default().with_command_timeout(Duration::from_millis(250))
+}
+
+async fn shared_pacer(store: RedisStore, name: &str, clock: impl Clock) -> Pacer {
+    let bucket = SharedBucket::redis(store, name, rate())
+        .unwrap()
+        .on_failure(StoreFailure::FailClosed);
+    Pacer::builder()
+        .shared(bucket)
+        .mode(wait_mode())
+        .clock(clock)
+        .build()
+}
+
+fn assert_near(admitted: u64, expected: f64, what: &str) {
+    let ratio = admitted as f64 / expected;
+    println!("{what}: {admitted} admitted, {expected} expected ({ratio:.3})");
+    assert!(
+        (0.95..=1.05).contains(&ratio),
+        "{what}: {admitted} admitted, expected {expected} ± 5%"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn eight_clients_on_eight_connections_share_one_rate() {
+    let redis = RedisServer::start();
+    let mut pacers = Vec::new();
+    for _ in 0..CLIENTS {
+        let store = RedisStore::standalone(&redis.url(), options())
+            .await
+            .unwrap();
+        pacers.push(shared_pacer(store, "partner", TokioClock::new()).await);
+    }
+    let admitted = admitted_by(pacers, &["partner.example:443"], RUN).await;
+    assert_near(admitted, quota_over(RUN), "shared");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn eight_clients_with_local_buckets_only_admit_eight_times_the_rate() {
+    let pacers = (0..CLIENTS)
+        .map(|_| Pacer::builder().rate(rate()).mode(wait_mode()).build())
+        .collect();
+    let admitted = admitted_by(pacers, &["partner.example:443"], RUN).await;
+    // The seed's "20 pods × 100/min": each process alone keeps its own quota.
+    let expected = CLIENTS as f64 * quota_over(RUN);
+    assert_near(admitted, expected, "local only");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn redis_cluster_holds_the_quota_of_each_key() {
+    let cluster = RedisCluster::start();
+    let urls = cluster.urls();
+    let urls: Vec<&str> = urls.iter().map(String::as_str).collect();
+    let mut pacers = Vec::new();
+    for _ in 0..CLIENTS {
+        let store = RedisStore::cluster(&urls, options()).await.unwrap();
+        pacers.push(shared_pacer(store, "partner", TokioClock::new()).await);
+    }
+    // Four clients per key; the keys hash to different slots, so different masters.
+    let run = Duration::from_secs(3);
+    let admitted = admitted_by(pacers, &["tenant-a", "tenant-b"], run).await;
+    let expected = 2.0 * quota_over(run);
+    assert_near(admitted, expected, "cluster, two keys");
+}
+
+/// The pacer's clock, `ahead` in front of tokio's.
+struct SkewedClock {
+    base: TokioClock,
+    ahead: Duration,
+}
+
+impl Clock for SkewedClock {
+    fn now(&self) -> Duration {
+        self.base.now() + self.ahead
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn clients_whose_clocks_differ_by_five_seconds_share_one_bucket() {
+    let redis = RedisServer::start();
+    let mut pacers = Vec::new();
+    for ahead in [Duration::ZERO, Duration::from_secs(5)] {
+        let store = RedisStore::standalone(&redis.url(), options())
+            .await
+            .unwrap();
+        let clock = SkewedClock {
+            base: TokioClock::new(),
+            ahead,
+        };
+        pacers.push(shared_pacer(store, "skew", clock).await);
+    }
+    let (on_time, ahead) = (pacers[0].clone(), pacers[1].clone());
+    let run = Duration::from_secs(2);
+    let admitted = admitted_by(pacers, &["k"], run).await;
+    assert_near(admitted, quota_over(run), "skewed clocks");
+
+    // A 429 seen by the client that runs ahead pauses the other for the server's wait.
+    let mut told = RateLimitInfo::default();
+    told.retry_after = Some(Duration::from_secs(1));
+    ahead
+        .acquire("k", 1)
+        .await
+        .unwrap()
+        .finish(http::StatusCode::TOO_MANY_REQUESTS, &told)
+        .await;
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    let waited = on_time.acquire("k", 1).await.unwrap().waited();
+    assert!(
+        waited >= Duration::from_millis(750) && waited <= Duration::from_millis(1150),
+        "paused for {waited:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_thousand_acquires_dropped_while_waiting_leave_the_tokens_as_they_were() {
+    let redis = RedisServer::start();
+    let options = RedisOptions::default().with_command_timeout(Duration::from_millis(500));
+    let store = RedisStore::standalone(&redis.url(), options).await.unwrap();
+    // Five tokens, one more per second: slow enough that no waiter can be served meanwhile.
+    let inspector = RedisLimiter::token_bucket(store.clone(), "cancel", 5, 1.0).unwrap();
+    assert!(inspector.check("k", 5).await.unwrap().allowed);
+    let drained = Instant::now();
+
+    let rate = Rate::per_second(1).unwrap().with_burst(5);
+    let bucket = SharedBucket::redis(store, "cancel", rate)
+        .unwrap()
+        .on_failure(StoreFailure::FailClosed);
+    let pacer = Pacer::builder().shared(bucket).mode(wait_mode()).build();
+    let waiters: Vec<_> = (0..1000)
+        .map(|_| {
+            let pacer = pacer.clone();
+            tokio::spawn(async move { pacer.acquire("k", 1).await.map(drop) })
+        })
+        .collect();
+    // Every waiter has asked Redis once, been refused, and sleeps.
+    for _ in 0..200 {
+        if pacer.shared_calls().takes >= 1000 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    assert_eq!(pacer.shared_calls().takes, 1000);
+    assert!(
+        waiters.iter().all(|w| !w.is_finished()),
+        "a waiter got a permit"
+    );
+    for waiter in &waiters {
+        waiter.abort();
+    }
+    for waiter in waiters {
+        assert!(waiter.await.unwrap_err().is_cancelled());
+    }
+
+    // The bucket only refilled since it was drained: time to full is 5 s minus that.
+    let elapsed = drained.elapsed();
+    let decision = inspector.check("k", 0).await.unwrap();
+    let expected = Duration::from_secs(5) - elapsed;
+    let gap = decision.reset.abs_diff(expected);
+    assert!(
+        gap <= Duration::from_millis(100),
+        "full again in {:?}, expected {expected:?}",
+        decision.reset
+    );
+}
