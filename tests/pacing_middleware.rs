@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use reqwest_polite::pacing::{Pacer, PacingError, PacingMiddleware, PacingMode, Rate};
+use reqwest_polite::pacing::{Pacer, PacingError, PacingMiddleware, PacingMode, RequestRate};
 use wiremock::matchers::any;
 use wiremock::{Mock, MockServer, ResponseTemplate};
 
@@ -18,7 +18,7 @@ async fn server() -> MockServer {
 
 fn fail_fast_pacer() -> Pacer {
     Pacer::builder()
-        .rate(Rate::new(1, Duration::from_secs(60)).unwrap())
+        .rate(RequestRate::new(1, Duration::from_secs(60)).unwrap())
         .mode(PacingMode::FailFast)
         .build()
 }

@@ -7,7 +7,9 @@ use std::time::{Duration, Instant};
 
 use redis::Commands;
 use reqwest_polite::limiter::redis::{RedisOptions, RedisStore};
-use reqwest_polite::pacing::{Pacer, PacingError, PacingMode, Rate, SharedBucket, StoreFailure};
+use reqwest_polite::pacing::{
+    Pacer, PacingError, PacingMode, RequestRate, SharedBucket, StoreFailure,
+};
 use support::RedisServer;
 
 const RATE: u32 = 50;
@@ -37,7 +39,7 @@ async fn run_through_outage(policy: StoreFailure) -> (Vec<Attempt>, Outage) {
     let mut redis = RedisServer::start();
     let options = RedisOptions::default().with_command_timeout(COMMAND_TIMEOUT);
     let store = RedisStore::standalone(&redis.url(), options).await.unwrap();
-    let rate = Rate::per_second(RATE).unwrap().with_burst(5);
+    let rate = RequestRate::per_second(RATE).unwrap().with_burst(5);
     let bucket = SharedBucket::redis(store, "outage", rate)
         .unwrap()
         .on_failure(policy);

@@ -10,7 +10,9 @@ use std::time::{Duration, Instant};
 use reqwest_polite::RateLimitInfo;
 use reqwest_polite::limiter::Clock;
 use reqwest_polite::limiter::redis::{RedisLimiter, RedisOptions, RedisStore};
-use reqwest_polite::pacing::{Pacer, PacingMode, Rate, SharedBucket, StoreFailure, TokioClock};
+use reqwest_polite::pacing::{
+    Pacer, PacingMode, RequestRate, SharedBucket, StoreFailure, TokioClock,
+};
 use support::{RedisCluster, RedisServer};
 
 const RATE: u32 = 100;
@@ -49,8 +51,8 @@ async fn admitted_by(pacers: Vec<Pacer>, keys: &[&'static str], run: Duration) -
     admitted.load(Ordering::SeqCst)
 }
 
-fn rate() -> Rate {
-    Rate::per_second(RATE).unwrap().with_burst(BURST)
+fn rate() -> RequestRate {
+    RequestRate::per_second(RATE).unwrap().with_burst(BURST)
 }
 
 /// A full bucket, then `RATE` per second.
@@ -190,7 +192,7 @@ async fn a_thousand_acquires_dropped_while_waiting_leave_the_tokens_as_they_were
     assert!(inspector.check("k", 5).await.unwrap().allowed);
     let drained = Instant::now();
 
-    let rate = Rate::per_second(1).unwrap().with_burst(5);
+    let rate = RequestRate::per_second(1).unwrap().with_burst(5);
     let bucket = SharedBucket::redis(store, "cancel", rate)
         .unwrap()
         .on_failure(StoreFailure::FailClosed);

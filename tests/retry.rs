@@ -30,8 +30,10 @@ impl Sleeper for Recorder {
     }
 }
 
+/// The retry layer alone: pacing would add waits of its own on top of the recorded ones.
 fn client_with(policy: RetryPolicy, recorder: &Recorder) -> ClientWithMiddleware {
     PoliteClientBuilder::new()
+        .no_pacing()
         .retry(RetryMiddleware::new(policy.with_seed(7)).with_sleeper(recorder.clone()))
         .build()
 }
@@ -364,7 +366,10 @@ async fn never_starts_a_wait_that_ends_past_the_deadline() {
         .with_backoff(backoff)
         .with_jitter(Jitter::None)
         .with_deadline(Duration::from_millis(250));
-    let client = PoliteClientBuilder::new().retry_policy(policy).build();
+    let client = PoliteClientBuilder::new()
+        .no_pacing()
+        .retry_policy(policy)
+        .build();
     let started = std::time::Instant::now();
     let error = client.get(server.uri()).send().await.unwrap_err();
     let error = RetryError::from_middleware(error).expect("a RetryError");
@@ -390,7 +395,7 @@ async fn the_budget_bounds_retries_across_requests() {
     let retry = RetryMiddleware::new(RetryPolicy::new().with_max_retries(3))
         .with_sleeper(recorder.clone())
         .with_budget(budget);
-    let client = PoliteClientBuilder::new().retry(retry).build();
+    let client = PoliteClientBuilder::new().no_pacing().retry(retry).build();
     for _ in 0..10 {
         let response = client.get(server.uri()).send().await.unwrap();
         assert_eq!(response.status(), 503);

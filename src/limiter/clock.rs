@@ -1,6 +1,6 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 /// A monotonic time source: the time elapsed since the clock's own epoch.
 ///
@@ -34,6 +34,30 @@ impl Default for SystemClock {
 impl Clock for SystemClock {
     fn now(&self) -> Duration {
         self.epoch.elapsed()
+    }
+}
+
+/// The wall clock: time since the Unix epoch. Fixed windows on it align with whole seconds,
+/// minutes and hours of real time, as most servers' windows do, so resets announced in whole
+/// seconds (or as Unix times) fall exactly on window ends.
+///
+/// It is not monotonic: if the system clock steps back, limiters see time stand still (they
+/// never refund), then resume.
+///
+/// ```
+/// use reqwest_polite::limiter::{Clock, UnixClock};
+///
+/// // Well after 2001-09-09, when Unix time passed 10⁹ s.
+/// assert!(UnixClock.now().as_secs() > 1_000_000_000);
+/// ```
+#[derive(Debug, Clone, Copy, Default)]
+pub struct UnixClock;
+
+impl Clock for UnixClock {
+    fn now(&self) -> Duration {
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap_or(Duration::ZERO)
     }
 }
 

@@ -91,7 +91,7 @@ mod token_bucket;
 
 use std::time::Duration;
 
-pub use clock::{Clock, ManualClock, SystemClock};
+pub use clock::{Clock, ManualClock, SystemClock, UnixClock};
 pub use error::LimiterConfigError;
 pub use fixed_window::FixedWindow;
 pub use leaky_bucket::LeakyBucket;

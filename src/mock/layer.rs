@@ -7,13 +7,14 @@ use wiremock::Request;
 
 use super::Partition;
 use crate::limiter::redis::{BlockingRedisLimiter, RedisLimitError};
-use crate::limiter::{Decision, FixedWindow, LimiterConfigError, RateLimiter};
+use crate::limiter::{Decision, FixedWindow, LimiterConfigError, RateLimiter, UnixClock};
 
 /// One limit of a rate-limited mock: a name, a [`Partition`] (whose quota a request counts
 /// against), a limiter (in memory, or in Redis), and optionally the one route it applies to.
 ///
 /// The shorthands (`global`, `per_client_ip`, `per_api_key`, `per_route`) use an in-memory
-/// [`FixedWindow`] whose windows start when the layer is built; [`Layer::new`] and
+/// [`FixedWindow`] on the wall clock ([`UnixClock`]), its windows aligned with whole seconds
+/// of Unix time as real servers' are; [`Layer::new`] and
 /// [`Layer::redis`] take any limiter. The name is the IETF policy name in the headers and the
 /// layer name in the [log](super::RequestLog). Clones share the limiter, and so its counts:
 /// two mock servers given clones of one layer enforce one quota together.
@@ -177,9 +178,11 @@ impl Layer {
         &self.partition
     }
 
+    /// Windows on the wall clock, aligned with whole seconds as real servers' are: a reset
+    /// announced in whole seconds (or as a Unix time) then falls exactly on the window's end.
     fn fixed_window(name: &str, partition: Partition, limit: u64, window: Duration) -> Self {
-        let limiter =
-            FixedWindow::new(limit, window).map(|limiter| LayerLimiter::Memory(Arc::new(limiter)));
+        let limiter = FixedWindow::new(limit, window)
+            .map(|limiter| LayerLimiter::Memory(Arc::new(limiter.with_clock(UnixClock))));
         Self::with_limiter(name, partition, limiter)
     }
 

@@ -5,39 +5,39 @@ use std::time::Duration;
 ///
 /// ```
 /// use std::time::Duration;
-/// use reqwest_polite::pacing::Rate;
+/// use reqwest_polite::pacing::RequestRate;
 ///
-/// let rate = Rate::new(100, Duration::from_secs(60)).unwrap().with_burst(10);
+/// let rate = RequestRate::new(100, Duration::from_secs(60)).unwrap().with_burst(10);
 /// assert_eq!(rate.period(), Duration::from_millis(600));
 /// assert_eq!(rate.burst(), 10);
-/// assert!(Rate::new(0, Duration::from_secs(1)).is_none());
+/// assert!(RequestRate::new(0, Duration::from_secs(1)).is_none());
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Rate {
+pub struct RequestRate {
     period: Duration,
     burst: NonZeroU32,
 }
 
-impl Rate {
+impl RequestRate {
     /// `count` requests per `per`, one at a time (burst 1: evenly spaced). `None` when `count`
     /// is zero or `per` is zero (no such rate).
-    pub fn new(count: u32, per: Duration) -> Option<Rate> {
+    pub fn new(count: u32, per: Duration) -> Option<RequestRate> {
         if count == 0 || per.is_zero() {
             return None;
         }
-        Some(Rate {
+        Some(RequestRate {
             period: (per / count).max(Duration::from_nanos(1)),
             burst: NonZeroU32::MIN,
         })
     }
 
     /// `count` requests per second, one at a time. `None` when `count` is zero.
-    pub fn per_second(count: u32) -> Option<Rate> {
-        Rate::new(count, Duration::from_secs(1))
+    pub fn per_second(count: u32) -> Option<RequestRate> {
+        RequestRate::new(count, Duration::from_secs(1))
     }
 
     /// Admits up to `burst` requests at once after an idle spell (0 counts as 1).
-    pub fn with_burst(mut self, burst: u32) -> Rate {
+    pub fn with_burst(mut self, burst: u32) -> RequestRate {
         self.burst = NonZeroU32::new(burst).unwrap_or(NonZeroU32::MIN);
         self
     }
@@ -61,15 +61,15 @@ impl Rate {
     /// bucket is out of reach.
     ///
     /// ```
-    /// use reqwest_polite::pacing::Rate;
+    /// use reqwest_polite::pacing::RequestRate;
     ///
-    /// let each = Rate::per_second(100).unwrap().with_burst(20).divided_by(4);
+    /// let each = RequestRate::per_second(100).unwrap().with_burst(20).divided_by(4);
     /// assert_eq!(each.requests_per_second(), 25.0);
     /// assert_eq!(each.burst(), 5);
     /// ```
-    pub fn divided_by(&self, parts: u32) -> Rate {
+    pub fn divided_by(&self, parts: u32) -> RequestRate {
         let parts = parts.max(1);
-        Rate {
+        RequestRate {
             period: self.period.saturating_mul(parts),
             burst: NonZeroU32::new(self.burst.get() / parts).unwrap_or(NonZeroU32::MIN),
         }

@@ -11,7 +11,7 @@ use governor::state::keyed::DashMapStateStore;
 use governor::state::{InMemoryState, NotKeyed};
 
 use super::clock::GovernorClock;
-use super::config::{BucketScope, Rate};
+use super::config::{BucketScope, RequestRate};
 use crate::limiter::Clock;
 
 /// The outcome of one attempt to take from a local bucket.
@@ -47,7 +47,7 @@ enum Limiter {
 }
 
 impl LocalBucket {
-    pub(crate) fn new(rate: Rate, scope: BucketScope, clock: Arc<dyn Clock>) -> LocalBucket {
+    pub(crate) fn new(rate: RequestRate, scope: BucketScope, clock: Arc<dyn Clock>) -> LocalBucket {
         let governor_clock = GovernorClock(clock.clone());
         let limiter = match scope {
             BucketScope::Whole => Limiter::Whole {
@@ -146,7 +146,7 @@ mod tests {
     use super::*;
     use crate::limiter::ManualClock;
 
-    fn bucket(rate: Rate, scope: BucketScope) -> (LocalBucket, ManualClock) {
+    fn bucket(rate: RequestRate, scope: BucketScope) -> (LocalBucket, ManualClock) {
         let clock = ManualClock::new();
         (
             LocalBucket::new(rate, scope, Arc::new(clock.clone())),
@@ -156,7 +156,7 @@ mod tests {
 
     #[test]
     fn a_refused_take_says_when_and_takes_nothing() {
-        let rate = Rate::per_second(10).unwrap().with_burst(2);
+        let rate = RequestRate::per_second(10).unwrap().with_burst(2);
         let (bucket, clock) = bucket(rate, BucketScope::PerKey);
         assert_eq!(bucket.try_take("a", 2), Take::Taken);
         assert_eq!(
@@ -173,7 +173,7 @@ mod tests {
 
     #[test]
     fn keys_are_separate_per_key_and_shared_in_whole_scope() {
-        let rate = Rate::per_second(1).unwrap();
+        let rate = RequestRate::per_second(1).unwrap();
         let (per_key, _) = bucket(rate, BucketScope::PerKey);
         assert_eq!(per_key.try_take("a", 1), Take::Taken);
         assert_eq!(per_key.try_take("b", 1), Take::Taken);
@@ -185,7 +185,7 @@ mod tests {
     #[test]
     fn a_cost_above_the_burst_never_fits() {
         let (bucket, _) = bucket(
-            Rate::per_second(5).unwrap().with_burst(3),
+            RequestRate::per_second(5).unwrap().with_burst(3),
             BucketScope::Whole,
         );
         assert_eq!(bucket.try_take("a", 4), Take::Never { burst: 3 });
@@ -193,7 +193,7 @@ mod tests {
 
     #[test]
     fn a_refunded_token_is_taken_again_without_waiting() {
-        let (bucket, _) = bucket(Rate::per_second(1).unwrap(), BucketScope::PerKey);
+        let (bucket, _) = bucket(RequestRate::per_second(1).unwrap(), BucketScope::PerKey);
         assert_eq!(bucket.try_take("a", 1), Take::Taken);
         bucket.refund("a", 1);
         assert_eq!(bucket.try_take("b", 1), Take::Taken);
@@ -203,7 +203,7 @@ mod tests {
 
     #[test]
     fn retain_recent_forgets_refilled_keys() {
-        let (bucket, clock) = bucket(Rate::per_second(10).unwrap(), BucketScope::PerKey);
+        let (bucket, clock) = bucket(RequestRate::per_second(10).unwrap(), BucketScope::PerKey);
         for i in 0..500 {
             bucket.try_take(&format!("tenant-{i}"), 1);
         }

@@ -15,14 +15,14 @@ use crate::headers::RateLimitInfo;
 /// `reqwest_middleware::Error::Middleware` wrapping a [`PacingError`](super::PacingError).
 ///
 /// ```
-/// use reqwest_polite::pacing::{Pacer, PacingMiddleware, Rate};
+/// use reqwest_polite::pacing::{Pacer, PacingMiddleware, RequestRate};
 /// use wiremock::{Mock, MockServer, ResponseTemplate, matchers::any};
 ///
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() {
 /// let server = MockServer::start().await;
 /// Mock::given(any()).respond_with(ResponseTemplate::new(200)).mount(&server).await;
-/// let pacer = Pacer::builder().rate(Rate::per_second(50).unwrap()).build();
+/// let pacer = Pacer::builder().rate(RequestRate::per_second(50).unwrap()).build();
 /// let client = reqwest_middleware::ClientBuilder::new(reqwest::Client::new())
 ///     .with(PacingMiddleware::new(pacer))
 ///     .build();
@@ -54,6 +54,12 @@ impl PacingMiddleware {
     /// Partitions requests with `partition` instead (tenant, API key, route…).
     pub fn with_partition(mut self, partition: impl PartitionKey) -> Self {
         self.partition = Arc::new(partition);
+        self
+    }
+
+    /// The same partition, paced by `pacer` instead.
+    pub fn with_pacer(mut self, pacer: Pacer) -> Self {
+        self.pacer = pacer;
         self
     }
 

@@ -13,7 +13,7 @@
 //!    the reset: every task on that key waits, each with its own jittered wake-up (not before
 //!    the reset by default: waking early only earns a 429), instead of each finding out with
 //!    its own 429. This needs no configured rate;
-//! 2. **a configured rate** ([`Rate`]), kept in memory by governor's GCRA, one bucket per key
+//! 2. **a configured rate** ([`RequestRate`]), kept in memory by governor's GCRA, one bucket per key
 //!    or one for the whole pacer ([`BucketScope`]); it applies on top of what the server says,
 //!    so the pacer never exceeds it;
 //! 3. **a shared bucket** ([`SharedBucket`]): a token bucket in Redis (standalone or Cluster)
@@ -41,7 +41,7 @@
 //!
 //! ```
 //! use std::time::{Duration, Instant};
-//! use reqwest_polite::pacing::{Pacer, PacingMiddleware, Rate};
+//! use reqwest_polite::pacing::{Pacer, PacingMiddleware, RequestRate};
 //! use wiremock::{Mock, MockServer, ResponseTemplate, matchers::any};
 //!
 //! # #[tokio::main]
@@ -50,7 +50,7 @@
 //! Mock::given(any()).respond_with(ResponseTemplate::new(200)).mount(&partner).await;
 //!
 //! // The partner allows 100 requests per second: eight workers share that, not 8 × 100.
-//! let pacer = Pacer::builder().rate(Rate::per_second(100).unwrap()).build();
+//! let pacer = Pacer::builder().rate(RequestRate::per_second(100).unwrap()).build();
 //! let client = reqwest_middleware::ClientBuilder::new(reqwest::Client::new())
 //!     .with(PacingMiddleware::new(pacer))
 //!     .build();
@@ -88,7 +88,7 @@ mod permit;
 mod shared;
 
 pub use clock::TokioClock;
-pub use config::{BucketScope, PacingMode, Rate};
+pub use config::{BucketScope, PacingMode, RequestRate};
 pub use error::PacingError;
 pub use key::{PartitionKey, PerHost};
 pub use middleware::PacingMiddleware;

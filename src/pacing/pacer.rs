@@ -3,7 +3,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use super::clock::TokioClock;
-use super::config::{BucketScope, PacingMode, Rate};
+use super::config::{BucketScope, PacingMode, RequestRate};
 use super::error::PacingError;
 use super::key::key_digest;
 use super::learned::{Admission, LearnedQuotas};
@@ -25,12 +25,12 @@ const HOUSEKEEPING_EVERY: u64 = 1024;
 ///
 /// ```
 /// use std::time::Duration;
-/// use reqwest_polite::pacing::{Pacer, PacingMode, PacingError, Rate};
+/// use reqwest_polite::pacing::{Pacer, PacingMode, PacingError, RequestRate};
 ///
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() {
 /// let pacer = Pacer::builder()
-///     .rate(Rate::per_second(10).unwrap())
+///     .rate(RequestRate::per_second(10).unwrap())
 ///     .mode(PacingMode::FailFast)
 ///     .build();
 /// let first = pacer.acquire("api.example.com:443", 1).await;
@@ -59,7 +59,7 @@ pub(super) struct PacerInner {
 
 /// Configures a [`Pacer`]. Start from [`Pacer::builder`].
 pub struct PacerBuilder {
-    rate: Option<Rate>,
+    rate: Option<RequestRate>,
     scope: BucketScope,
     mode: PacingMode,
     clock: Arc<dyn Clock>,
@@ -71,7 +71,7 @@ pub struct PacerBuilder {
 impl PacerBuilder {
     /// Paces to `rate` in this process (governor GCRA). Without a rate the pacer only follows
     /// what the server states.
-    pub fn rate(mut self, rate: Rate) -> Self {
+    pub fn rate(mut self, rate: RequestRate) -> Self {
         self.rate = Some(rate);
         self
     }
@@ -111,7 +111,8 @@ impl PacerBuilder {
     }
 
     /// How the waits until a server-stated reset are spread, each waiter its own draw.
-    /// Default `Jitter::NotBefore(0.1)`: a task woken before the reset would only earn a 429.
+    /// Default: the retry layer's default, ±10% ([`Jitter::default`]), so a paced client and
+    /// its retries agree; `Jitter::NotBefore(0.1)` suits servers that punish early requests.
     pub fn gate_jitter(mut self, jitter: Jitter) -> Self {
         self.gate_jitter = jitter;
         self
@@ -149,7 +150,7 @@ impl Pacer {
             mode: PacingMode::default(),
             clock: Arc::new(TokioClock::new()),
             learn: true,
-            gate_jitter: Jitter::NotBefore(0.1),
+            gate_jitter: Jitter::default(),
             shared: None,
         }
     }

@@ -19,7 +19,9 @@ fn stated(limit: u64, remaining: u64, reset: Duration) -> RateLimitInfo {
 
 #[tokio::test(start_paused = true)]
 async fn waits_out_the_configured_rate() {
-    let pacer = Pacer::builder().rate(Rate::per_second(10).unwrap()).build();
+    let pacer = Pacer::builder()
+        .rate(RequestRate::per_second(10).unwrap())
+        .build();
     let started = tokio::time::Instant::now();
     for _ in 0..5 {
         drop(pacer.acquire("k", 1).await.unwrap());
@@ -30,7 +32,7 @@ async fn waits_out_the_configured_rate() {
 #[tokio::test(start_paused = true)]
 async fn a_wait_beyond_max_wait_is_refused_at_once_with_the_wait() {
     let pacer = Pacer::builder()
-        .rate(Rate::new(1, Duration::from_secs(10)).unwrap())
+        .rate(RequestRate::new(1, Duration::from_secs(10)).unwrap())
         .mode(PacingMode::Wait { max_wait: ms(500) })
         .build();
     drop(pacer.acquire("k", 1).await.unwrap());
@@ -49,7 +51,7 @@ async fn a_wait_beyond_max_wait_is_refused_at_once_with_the_wait() {
 #[tokio::test(start_paused = true)]
 async fn a_cost_above_the_burst_is_an_error_not_a_hang() {
     let pacer = Pacer::builder()
-        .rate(Rate::per_second(10).unwrap().with_burst(2))
+        .rate(RequestRate::per_second(10).unwrap().with_burst(2))
         .build();
     assert_eq!(
         pacer.acquire("k", 3).await.unwrap_err(),
@@ -60,7 +62,7 @@ async fn a_cost_above_the_burst_is_an_error_not_a_hang() {
 #[tokio::test(start_paused = true)]
 async fn dropped_waiters_take_no_tokens() {
     let pacer = Pacer::builder()
-        .rate(Rate::per_second(10).unwrap().with_burst(5))
+        .rate(RequestRate::per_second(10).unwrap().with_burst(5))
         .build();
     for _ in 0..5 {
         drop(pacer.acquire("k", 1).await.unwrap());
@@ -173,7 +175,7 @@ async fn fail_fast_reports_the_gate_wait() {
 #[tokio::test(start_paused = true)]
 async fn idle_keys_are_dropped_on_schedule() {
     let pacer = Pacer::builder()
-        .rate(Rate::per_second(100).unwrap())
+        .rate(RequestRate::per_second(100).unwrap())
         .build();
     for i in 0..1000 {
         drop(pacer.acquire(&format!("tenant-{i}"), 1).await.unwrap());

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use self::health::StoreHealth;
 use self::lease::{LeaseSpend, Leases};
-use super::config::{BucketScope, Rate};
+use super::config::{BucketScope, RequestRate};
 use super::local::{LocalBucket, Take};
 use crate::limiter::Clock;
 
@@ -63,13 +63,13 @@ pub(crate) trait SharedStore: Send + Sync + 'static {
 #[derive(Clone)]
 pub struct SharedBucket {
     pub(crate) store: Arc<dyn SharedStore>,
-    pub(crate) rate: Rate,
+    pub(crate) rate: RequestRate,
     pub(crate) lease: u32,
     pub(crate) on_failure: StoreFailure,
 }
 
 impl SharedBucket {
-    pub(crate) fn from_store(store: Arc<dyn SharedStore>, rate: Rate) -> SharedBucket {
+    pub(crate) fn from_store(store: Arc<dyn SharedStore>, rate: RequestRate) -> SharedBucket {
         SharedBucket {
             store,
             rate,

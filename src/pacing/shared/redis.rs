@@ -9,7 +9,7 @@ use sha2::{Digest, Sha256};
 
 use super::{SharedBucket, SharedStore, StoreTake};
 use crate::limiter::redis::{RedisLimitError, RedisLimiter, RedisStore};
-use crate::pacing::Rate;
+use crate::pacing::RequestRate;
 
 static CLOSE_GATE: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("close_gate.lua")));
 static READ_GATE: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("read_gate.lua")));
@@ -21,11 +21,11 @@ impl SharedBucket {
     ///
     /// ```no_run
     /// use reqwest_polite::limiter::redis::{RedisOptions, RedisStore};
-    /// use reqwest_polite::pacing::{Pacer, Rate, SharedBucket, StoreFailure};
+    /// use reqwest_polite::pacing::{Pacer, RequestRate, SharedBucket, StoreFailure};
     ///
     /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
     /// let store = RedisStore::standalone("redis://127.0.0.1:6379", RedisOptions::default()).await?;
-    /// let bucket = SharedBucket::redis(store, "partner-api", Rate::per_second(100).unwrap())?
+    /// let bucket = SharedBucket::redis(store, "partner-api", RequestRate::per_second(100).unwrap())?
     ///     .lease(5)
     ///     .on_failure(StoreFailure::LocalFallback { processes: 20 });
     /// let pacer = Pacer::builder().shared(bucket).build();
@@ -37,7 +37,7 @@ impl SharedBucket {
     pub fn redis(
         store: RedisStore,
         name: &str,
-        rate: Rate,
+        rate: RequestRate,
     ) -> Result<SharedBucket, RedisLimitError> {
         let limiter = RedisLimiter::token_bucket(
             store.clone(),

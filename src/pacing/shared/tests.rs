@@ -99,8 +99,8 @@ impl SharedStore for FakeStore {
     }
 }
 
-fn rate() -> Rate {
-    Rate::per_second(REFILL_PER_SEC as u32)
+fn rate() -> RequestRate {
+    RequestRate::per_second(REFILL_PER_SEC as u32)
         .unwrap()
         .with_burst(CAPACITY as u32)
 }
