@@ -2,7 +2,9 @@
 //!
 //! ```text
 //! polite_fetch URL [--requests N] [--concurrency C] [--max-retries M] [--no-retry] [--json]
+//!                  [--rate R [--burst B] [--redis URL [--key K]]] [--no-pacing]
 //! ```
+//! Without `--rate`, the client learns each host's quota from its responses.
 //! `{i}` in URL is replaced by the request index (0..N). Without a URL, an embedded wiremock
 //! server that rate-limits is started, so the demo needs nothing else (no Redis, no network).
 
@@ -17,6 +19,8 @@ use http::Extensions;
 use indicatif::{ProgressBar, ProgressStyle};
 use reqwest_middleware::{Middleware, Next};
 use reqwest_polite::PoliteClientBuilder;
+use reqwest_polite::limiter::redis::{RedisOptions, RedisStore};
+use reqwest_polite::pacing::{Pacer, RequestRate, SharedBucket};
 use reqwest_polite::retry::{RetryMiddleware, RetryPolicy};
 
 #[derive(Parser, Debug)]
@@ -39,6 +43,44 @@ struct Args {
     /// End with one JSON object on the last stdout line.
     #[arg(long)]
     json: bool,
+    /// Pace to R requests per second (in this process, unless --redis). Without it, the
+    /// client learns the quota from the server's headers.
+    #[arg(long)]
+    rate: Option<u32>,
+    /// How many requests --rate lets go at once after an idle spell.
+    #[arg(long, default_value_t = 1, requires = "rate")]
+    burst: u32,
+    /// Share the --rate bucket through this Redis (e.g. redis://127.0.0.1:6379) with every
+    /// process using the same --key.
+    #[arg(long, requires = "rate")]
+    redis: Option<String>,
+    /// The name of the shared quota in Redis.
+    #[arg(long, default_value = "polite_fetch", requires = "redis")]
+    key: String,
+    /// No pacing at all (only the retry layer waits).
+    #[arg(long, conflicts_with_all = ["rate", "redis"])]
+    no_pacing: bool,
+}
+
+/// The pacer the flags ask for: none, local, Redis-shared, or learning only.
+async fn pacer_for(args: &Args) -> Result<Option<Pacer>, Box<dyn std::error::Error>> {
+    if args.no_pacing {
+        return Ok(None);
+    }
+    let mut pacer = Pacer::builder();
+    if let Some(rate) = args.rate {
+        let rate = RequestRate::per_second(rate)
+            .ok_or("--rate must be above 0")?
+            .with_burst(args.burst);
+        pacer = match &args.redis {
+            Some(url) => {
+                let store = RedisStore::standalone(url, RedisOptions::default()).await?;
+                pacer.shared(SharedBucket::redis(store, &args.key, rate)?)
+            }
+            None => pacer.rate(rate),
+        };
+    }
+    Ok(Some(pacer.build()))
 }
 
 /// Counts every attempt that reaches the network, and the 429s among them (retries included).
@@ -114,6 +156,14 @@ async fn main() -> ExitCode {
         builder.retry(RetryMiddleware::new(
             RetryPolicy::new().with_max_retries(args.max_retries),
         ))
+    };
+    builder = match pacer_for(&args).await {
+        Ok(Some(pacer)) => builder.pacer(pacer),
+        Ok(None) => builder.no_pacing(),
+        Err(error) => {
+            eprintln!("polite_fetch: {error}");
+            return ExitCode::from(2);
+        }
     };
     let client = builder.with_inner(counter.clone()).build();
 

@@ -94,11 +94,17 @@ impl KeyQuota {
         }
         // A response from a window that has ended speaks of a quota that is gone.
         if epoch == self.epoch {
-            if info.remaining == Some(0) && pause.is_none() {
-                pause = info.reset;
-            }
             if let Some(reset) = info.reset {
-                self.reset_at = Some(now.saturating_add(reset));
+                // Servers round resets up to whole seconds, so each response bounds the true
+                // reset from above: the earliest bound of the window is the tightest.
+                let stated = now.saturating_add(reset);
+                self.reset_at = Some(match self.reset_at {
+                    Some(known) if known > now => known.min(stated),
+                    _ => stated,
+                });
+            }
+            if info.remaining == Some(0) && pause.is_none() {
+                pause = self.reset_at.map(|at| at.saturating_sub(now));
             }
             if let Some(remaining) = info.remaining {
                 self.budget = Some(match self.budget {

@@ -111,8 +111,9 @@ impl PacerBuilder {
     }
 
     /// How the waits until a server-stated reset are spread, each waiter its own draw.
-    /// Default: the retry layer's default, ±10% ([`Jitter::default`]), so a paced client and
-    /// its retries agree; `Jitter::NotBefore(0.1)` suits servers that punish early requests.
+    /// Default `Jitter::NotBefore(0.1)`: the same 20% width as the retry layer's ±10%, placed
+    /// after the reset. The gate never lets a request through before the reset, so a waiter
+    /// drawn early would only sleep again and pile up on the reset instant with the others.
     pub fn gate_jitter(mut self, jitter: Jitter) -> Self {
         self.gate_jitter = jitter;
         self
@@ -150,7 +151,7 @@ impl Pacer {
             mode: PacingMode::default(),
             clock: Arc::new(TokioClock::new()),
             learn: true,
-            gate_jitter: Jitter::default(),
+            gate_jitter: Jitter::NotBefore(0.1),
             shared: None,
         }
     }

@@ -43,9 +43,10 @@ impl Permit {
             None
         };
         if let Some(wait) = pause {
-            tracing::debug!(
+            // Once per spent window and key: worth seeing at the default level.
+            tracing::info!(
                 key = %key_digest(&reservation.key),
-                ?wait,
+                wait_ms = wait.as_millis() as u64,
                 too_many,
                 "pacing: quota spent, pausing the key"
             );

@@ -173,3 +173,17 @@ fn prune_keeps_live_entries_and_drops_idle_ones() {
         Admission::WaitUntil(_)
     ));
 }
+
+#[test]
+fn whole_second_resets_are_tightened_to_the_earliest_bound_of_the_window() {
+    let mut q = KeyQuota::default();
+    let first = reserve(&mut q, Duration::ZERO);
+    let last = reserve(&mut q, Duration::ZERO);
+    // At 100 ms the server says "reset in 1 s" (its 0.9 s rounded up): the reset is by 1.1 s.
+    q.observe(MS * 100, first, false, &info(2, 1, secs(1), None));
+    // At 900 ms it says "1 s" again (its 0.1 s rounded up): no later than 1.9 s, but 1.1 s
+    // is the better bound, and the spent quota pauses the key until then, not 1.9 s.
+    let pause = q.observe(MS * 900, last, false, &info(2, 0, secs(1), None));
+    assert_eq!(pause, Some(MS * 200));
+    assert_eq!(q.try_reserve(MS * 950, 1), Admission::WaitUntil(MS * 1100));
+}
