@@ -32,7 +32,20 @@ pub(crate) struct KeyQuota {
     epoch: u64,
     in_flight: u64,
     last_seen: Duration,
+    /// Whether a key with no news yet sends one request alone first (see `PROBE_FOR`).
+    probe: bool,
+    /// Whether any response has been seen for this key.
+    observed: bool,
+    /// When the lone first request of a key with no news went out.
+    probe_sent_at: Option<Duration>,
 }
+
+/// How long, at most, the other requests of a key with no news wait for its first response.
+/// Until a response says what the quota is, a burst of concurrent tasks could only spend it
+/// blindly (fifty workers, fifty requests, thirty 429s); one round trip of patience avoids that.
+const PROBE_FOR: Duration = Duration::from_secs(2);
+/// How often the waiting requests look again while the first one is out.
+const PROBE_POLL: Duration = Duration::from_millis(5);
 
 impl KeyQuota {
     /// Reserves `cost` against the budget, or says until when the quota is spent.
@@ -42,6 +55,15 @@ impl KeyQuota {
             return Admission::WaitUntil(self.gate_until);
         }
         self.roll(now);
+        if self.probe && !self.observed && self.in_flight > 0 {
+            let until = self.probe_sent_at.unwrap_or(now).saturating_add(PROBE_FOR);
+            if now < until {
+                return Admission::WaitUntil(now.saturating_add(PROBE_POLL).min(until));
+            }
+        }
+        if !self.observed && self.in_flight == 0 {
+            self.probe_sent_at = Some(now);
+        }
         if let Some(budget) = self.budget {
             if budget >= cost {
                 self.budget = Some(budget - cost);
@@ -82,6 +104,7 @@ impl KeyQuota {
     ) -> Option<Duration> {
         self.in_flight = self.in_flight.saturating_sub(1);
         self.last_seen = now;
+        self.observed = true;
         if let Some(limit) = info.limit {
             self.limit = Some(limit);
         }
@@ -166,12 +189,23 @@ impl KeyQuota {
 #[derive(Debug, Default)]
 pub(crate) struct LearnedQuotas {
     keys: Mutex<HashMap<String, KeyQuota>>,
+    /// Whether new keys send one request alone before the others (only when learning).
+    probe_new_keys: bool,
 }
 
 /// How long an entry without live facts is kept after its last use.
 const IDLE_AFTER: Duration = Duration::from_secs(60);
 
 impl LearnedQuotas {
+    /// Quotas whose new keys probe first when `probe_new_keys` (the pacer learns from the
+    /// server: without that, no response would ever end the probe).
+    pub(crate) fn new(probe_new_keys: bool) -> Self {
+        LearnedQuotas {
+            keys: Mutex::default(),
+            probe_new_keys,
+        }
+    }
+
     pub(crate) fn try_reserve(&self, key: &str, now: Duration, cost: u64) -> Admission {
         self.with(key, |q| q.try_reserve(now, cost))
     }
@@ -214,7 +248,11 @@ impl LearnedQuotas {
         if let Some(quota) = keys.get_mut(key) {
             return f(quota);
         }
-        f(keys.entry(key.to_owned()).or_default())
+        let probe = self.probe_new_keys;
+        f(keys.entry(key.to_owned()).or_insert_with(|| KeyQuota {
+            probe,
+            ..KeyQuota::default()
+        }))
     }
 }
 

@@ -132,7 +132,7 @@ impl PacerBuilder {
                 clock: self.clock,
                 mode: self.mode,
                 local,
-                learned: LearnedQuotas::default(),
+                learned: LearnedQuotas::new(self.learn),
                 learn: self.learn,
                 shared,
                 gate_jitter: self.gate_jitter,

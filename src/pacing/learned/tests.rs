@@ -187,3 +187,35 @@ fn whole_second_resets_are_tightened_to_the_earliest_bound_of_the_window() {
     assert_eq!(pause, Some(MS * 200));
     assert_eq!(q.try_reserve(MS * 950, 1), Admission::WaitUntil(MS * 1100));
 }
+
+#[test]
+fn a_key_with_no_news_sends_one_request_alone_until_its_answer() {
+    let mut q = KeyQuota {
+        probe: true,
+        ..KeyQuota::default()
+    };
+    let probe = reserve(&mut q, Duration::ZERO);
+    // The others poll while the first request is out...
+    assert_eq!(q.try_reserve(MS, 1), Admission::WaitUntil(MS * 6));
+    // ...and go once its answer is in: here it says 5 remain.
+    q.observe(MS * 30, probe, false, &info(10, 5, secs(1), None));
+    for i in 0..5 {
+        reserve(&mut q, MS * (31 + i));
+    }
+    assert_eq!(q.try_reserve(MS * 40, 1), Admission::WaitUntil(MS * 1030));
+}
+
+#[test]
+fn a_probe_without_answer_holds_the_others_for_two_seconds_at_most() {
+    let mut q = KeyQuota {
+        probe: true,
+        ..KeyQuota::default()
+    };
+    reserve(&mut q, Duration::ZERO);
+    assert_eq!(q.try_reserve(MS * 1999, 1), Admission::WaitUntil(secs(2)));
+    reserve(&mut q, secs(2));
+    // Not probing (the pacer does not learn): nobody waits for anybody.
+    let mut q = KeyQuota::default();
+    reserve(&mut q, Duration::ZERO);
+    reserve(&mut q, Duration::ZERO);
+}
