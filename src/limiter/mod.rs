@@ -78,6 +78,7 @@
 //! ```
 
 mod clock;
+pub(crate) mod digest;
 mod error;
 mod fixed_window;
 mod keyed;

@@ -1,4 +1,4 @@
-use sha2::{Digest, Sha256};
+use crate::limiter::digest::sha256_hex;
 
 /// Which quota a request counts against: the pacer keeps one bucket and one learned quota per
 /// partition key.
@@ -66,6 +66,5 @@ impl PartitionKey for PerHost {
 
 /// A short digest of a key, fit for logs: tells keys apart without revealing them.
 pub(crate) fn key_digest(key: &str) -> String {
-    let digest = Sha256::digest(key.as_bytes());
-    digest[..6].iter().map(|b| format!("{b:02x}")).collect()
+    sha256_hex(&[key.as_bytes()], 12)
 }

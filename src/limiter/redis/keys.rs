@@ -4,7 +4,7 @@
 //! script may touch all of them. The identity only enters as a SHA-256 digest: no secret is
 //! stored in clear, and no identity (braces, colons, newlines, megabytes) can change the layout.
 
-use sha2::{Digest, Sha256};
+use crate::limiter::digest::sha256_hex;
 
 /// Longest readable name kept in a key; the digest tells longer names apart anyway.
 const MAX_READABLE_NAME: usize = 48;
@@ -13,16 +13,12 @@ const DIGEST_HEX_LEN: usize = 32;
 
 /// The hash-tagged prefix shared by all keys of `identity` under the limit called `name`.
 pub(crate) fn key_prefix(name: &str, identity: &str) -> String {
-    let mut hasher = Sha256::new();
     // The name's length first, so ("ab", "c") and ("a", "bc") give different digests.
-    hasher.update((name.len() as u64).to_be_bytes());
-    hasher.update(name.as_bytes());
-    hasher.update(identity.as_bytes());
-    let digest = hasher.finalize();
-    let mut hex = String::with_capacity(DIGEST_HEX_LEN);
-    for byte in digest.iter().take(DIGEST_HEX_LEN / 2) {
-        hex.push_str(&format!("{byte:02x}"));
-    }
+    let name_len = (name.len() as u64).to_be_bytes();
+    let hex = sha256_hex(
+        &[&name_len, name.as_bytes(), identity.as_bytes()],
+        DIGEST_HEX_LEN,
+    );
     format!("rp:{{{}:{hex}}}", readable_name(name))
 }
 
