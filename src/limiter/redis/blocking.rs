@@ -1,13 +1,10 @@
 use std::fmt;
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::Duration;
 
 use redis::cluster::{ClusterClient, ClusterClientBuilder};
-use redis::{ConnectionLike, FromRedisValue, Script, Value};
+use redis::{ConnectionLike, FromRedisValue, Script};
 
-use super::algorithm::{LimitSpec, ServerDecision};
 use super::{RedisLimitError, RedisOptions};
-use crate::limiter::Decision;
 
 /// A blocking handle on standalone Redis or Redis Cluster, for code that cannot `.await`
 /// (wiremock's `Respond` is synchronous). Clones share one connection, used under a lock.
@@ -137,121 +134,5 @@ impl BlockingRedisStore {
             }
         }
         result.map_err(|err| RedisLimitError::from_redis(err, self.opts.command_timeout))
-    }
-}
-
-/// The blocking twin of [`RedisLimiter`](super::RedisLimiter): same scripts, keys and replies,
-/// over a [`BlockingRedisStore`]. Made for wiremock responders, which cannot `.await`.
-///
-/// ```no_run
-/// use std::time::Duration;
-/// use reqwest_polite::limiter::redis::{BlockingRedisLimiter, BlockingRedisStore, RedisOptions};
-///
-/// let store = BlockingRedisStore::standalone("redis://127.0.0.1:6379", RedisOptions::default())?;
-/// let limiter =
-///     BlockingRedisLimiter::fixed_window(store, "mock-api", 100, Duration::from_secs(60))?;
-/// let decision = limiter.check("client-1", 1)?;
-/// assert!(decision.allowed);
-/// assert_eq!(decision.remaining, 99);
-/// # Ok::<(), reqwest_polite::limiter::redis::RedisLimitError>(())
-/// ```
-#[derive(Debug, Clone)]
-pub struct BlockingRedisLimiter {
-    store: BlockingRedisStore,
-    spec: Arc<LimitSpec>,
-}
-
-impl BlockingRedisLimiter {
-    /// See [`RedisLimiter::fixed_window`](super::RedisLimiter::fixed_window).
-    pub fn fixed_window(
-        store: BlockingRedisStore,
-        name: impl Into<String>,
-        limit: u64,
-        window: Duration,
-    ) -> Result<Self, RedisLimitError> {
-        Ok(Self::new(
-            store,
-            LimitSpec::fixed_window(name.into(), limit, window)?,
-        ))
-    }
-
-    /// See [`RedisLimiter::sliding_window_log`](super::RedisLimiter::sliding_window_log).
-    pub fn sliding_window_log(
-        store: BlockingRedisStore,
-        name: impl Into<String>,
-        limit: u64,
-        window: Duration,
-    ) -> Result<Self, RedisLimitError> {
-        Ok(Self::new(
-            store,
-            LimitSpec::sliding_window_log(name.into(), limit, window)?,
-        ))
-    }
-
-    /// See [`RedisLimiter::sliding_window_counter`](super::RedisLimiter::sliding_window_counter).
-    pub fn sliding_window_counter(
-        store: BlockingRedisStore,
-        name: impl Into<String>,
-        limit: u64,
-        window: Duration,
-    ) -> Result<Self, RedisLimitError> {
-        Ok(Self::new(
-            store,
-            LimitSpec::sliding_window_counter(name.into(), limit, window)?,
-        ))
-    }
-
-    /// See [`RedisLimiter::token_bucket`](super::RedisLimiter::token_bucket).
-    pub fn token_bucket(
-        store: BlockingRedisStore,
-        name: impl Into<String>,
-        capacity: u64,
-        refill_per_sec: f64,
-    ) -> Result<Self, RedisLimitError> {
-        Ok(Self::new(
-            store,
-            LimitSpec::token_bucket(name.into(), capacity, refill_per_sec)?,
-        ))
-    }
-
-    fn new(store: BlockingRedisStore, spec: LimitSpec) -> Self {
-        Self {
-            store,
-            spec: Arc::new(spec),
-        }
-    }
-
-    /// Decides on a request of `cost` units for `key`, taking the cost when allowed. Blocks.
-    pub fn check(&self, key: &str, cost: u64) -> Result<Decision, RedisLimitError> {
-        Ok(self.check_with_server_time(key, cost)?.decision)
-    }
-
-    /// Like [`check`](Self::check), also telling the Redis server time of the decision.
-    pub fn check_with_server_time(
-        &self,
-        key: &str,
-        cost: u64,
-    ) -> Result<ServerDecision, RedisLimitError> {
-        let reply: Value = self.store.eval(
-            self.spec.script(),
-            &self.spec.keys(key),
-            &self.spec.args(cost),
-        )?;
-        self.spec.parse_reply(&reply)
-    }
-
-    /// The quota per window (or the bucket capacity).
-    pub fn limit(&self) -> u64 {
-        self.spec.limit()
-    }
-
-    /// The window the quota is measured over (for a bucket: the time to refill it from empty).
-    pub fn window(&self) -> Duration {
-        self.spec.window()
-    }
-
-    /// The limit's name, which keeps its keys apart from other limits' keys.
-    pub fn name(&self) -> &str {
-        self.spec.name()
     }
 }

@@ -4,7 +4,7 @@ use std::time::Duration;
 use redis::Value;
 
 use super::algorithm::{LimitSpec, ServerDecision};
-use super::{RedisLimitError, RedisStore};
+use super::{BlockingRedisStore, RedisLimitError, RedisStore};
 use crate::limiter::Decision;
 
 /// A keyed rate limiter whose state lives in Redis, shared by every process that uses the same
@@ -24,17 +24,37 @@ use crate::limiter::Decision;
 /// # Ok(())
 /// # }
 /// ```
+///
+/// The same type over a [`BlockingRedisStore`] is the [`BlockingRedisLimiter`]: same
+/// constructors, scripts, keys and replies, with a `check` that blocks.
 #[derive(Debug, Clone)]
-pub struct RedisLimiter {
-    store: RedisStore,
+pub struct RedisLimiter<S = RedisStore> {
+    store: S,
     spec: Arc<LimitSpec>,
 }
 
-impl RedisLimiter {
+/// The blocking twin of [`RedisLimiter`]: same scripts, keys and replies, over a
+/// [`BlockingRedisStore`]. Made for wiremock responders, which cannot `.await`.
+///
+/// ```no_run
+/// use std::time::Duration;
+/// use reqwest_polite::limiter::redis::{BlockingRedisLimiter, BlockingRedisStore, RedisOptions};
+///
+/// let store = BlockingRedisStore::standalone("redis://127.0.0.1:6379", RedisOptions::default())?;
+/// let limiter =
+///     BlockingRedisLimiter::fixed_window(store, "mock-api", 100, Duration::from_secs(60))?;
+/// let decision = limiter.check("client-1", 1)?;
+/// assert!(decision.allowed);
+/// assert_eq!(decision.remaining, 99);
+/// # Ok::<(), reqwest_polite::limiter::redis::RedisLimitError>(())
+/// ```
+pub type BlockingRedisLimiter = RedisLimiter<BlockingRedisStore>;
+
+impl<S> RedisLimiter<S> {
     /// At most `limit` units per window; windows are aligned to multiples of `window` on the
     /// Redis server's clock. Fails on a zero limit or window.
     pub fn fixed_window(
-        store: RedisStore,
+        store: S,
         name: impl Into<String>,
         limit: u64,
         window: Duration,
@@ -48,7 +68,7 @@ impl RedisLimiter {
     /// At most `limit` units within any `window`, exactly (one sorted-set entry per unit).
     /// Fails on a zero limit or window.
     pub fn sliding_window_log(
-        store: RedisStore,
+        store: S,
         name: impl Into<String>,
         limit: u64,
         window: Duration,
@@ -62,7 +82,7 @@ impl RedisLimiter {
     /// About `limit` units per sliding `window`, estimated from two fixed-window counts.
     /// Fails on a zero limit or window.
     pub fn sliding_window_counter(
-        store: RedisStore,
+        store: S,
         name: impl Into<String>,
         limit: u64,
         window: Duration,
@@ -76,7 +96,7 @@ impl RedisLimiter {
     /// A bucket of `capacity` tokens refilled at `refill_per_sec`, starting full. Fails on a zero
     /// capacity, and unless the rate is finite and above zero.
     pub fn token_bucket(
-        store: RedisStore,
+        store: S,
         name: impl Into<String>,
         capacity: u64,
         refill_per_sec: f64,
@@ -87,13 +107,35 @@ impl RedisLimiter {
         ))
     }
 
-    fn new(store: RedisStore, spec: LimitSpec) -> Self {
+    fn new(store: S, spec: LimitSpec) -> Self {
         Self {
             store,
             spec: Arc::new(spec),
         }
     }
 
+    /// The quota per window (or the bucket capacity).
+    pub fn limit(&self) -> u64 {
+        self.spec.limit()
+    }
+
+    /// The window the quota is measured over (for a bucket: the time to refill it from empty).
+    pub fn window(&self) -> Duration {
+        self.spec.window()
+    }
+
+    /// The limit's name, which keeps its keys apart from other limits' keys.
+    pub fn name(&self) -> &str {
+        self.spec.name()
+    }
+
+    /// The store this limiter runs on.
+    pub fn store(&self) -> &S {
+        &self.store
+    }
+}
+
+impl RedisLimiter<RedisStore> {
     /// Decides on a request of `cost` units for `key` (an API key, a tenant id…), taking the
     /// cost when allowed. `key` is hashed before it reaches Redis. Cost 0 only asks.
     pub async fn check(&self, key: &str, cost: u64) -> Result<Decision, RedisLimitError> {
@@ -116,24 +158,25 @@ impl RedisLimiter {
             .await?;
         self.spec.parse_reply(&reply)
     }
+}
 
-    /// The quota per window (or the bucket capacity).
-    pub fn limit(&self) -> u64 {
-        self.spec.limit()
+impl RedisLimiter<BlockingRedisStore> {
+    /// Decides on a request of `cost` units for `key`, taking the cost when allowed. Blocks.
+    pub fn check(&self, key: &str, cost: u64) -> Result<Decision, RedisLimitError> {
+        Ok(self.check_with_server_time(key, cost)?.decision)
     }
 
-    /// The window the quota is measured over (for a bucket: the time to refill it from empty).
-    pub fn window(&self) -> Duration {
-        self.spec.window()
-    }
-
-    /// The limit's name, which keeps its keys apart from other limits' keys.
-    pub fn name(&self) -> &str {
-        self.spec.name()
-    }
-
-    /// The store this limiter runs on.
-    pub fn store(&self) -> &RedisStore {
-        &self.store
+    /// Like [`check`](Self::check), also telling the Redis server time of the decision.
+    pub fn check_with_server_time(
+        &self,
+        key: &str,
+        cost: u64,
+    ) -> Result<ServerDecision, RedisLimitError> {
+        let reply: Value = self.store.eval(
+            self.spec.script(),
+            &self.spec.keys(key),
+            &self.spec.args(cost),
+        )?;
+        self.spec.parse_reply(&reply)
     }
 }

@@ -53,7 +53,7 @@ mod limiter;
 mod store;
 
 pub use algorithm::ServerDecision;
-pub use blocking::{BlockingRedisLimiter, BlockingRedisStore};
+pub use blocking::BlockingRedisStore;
 pub use error::RedisLimitError;
-pub use limiter::RedisLimiter;
+pub use limiter::{BlockingRedisLimiter, RedisLimiter};
 pub use store::{RedisOptions, RedisStore};
