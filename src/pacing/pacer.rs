@@ -127,12 +127,15 @@ impl PacerBuilder {
         let shared = self
             .shared
             .map(|bucket| SharedQuota::new(bucket, self.clock.clone()));
+        // Probing a new key is for a pacer that knows nothing else: a configured rate or a
+        // shared bucket already keeps a cold burst in check.
+        let probe_new_keys = self.learn && local.is_none() && shared.is_none();
         Pacer {
             inner: Arc::new(PacerInner {
                 clock: self.clock,
                 mode: self.mode,
                 local,
-                learned: LearnedQuotas::new(self.learn),
+                learned: LearnedQuotas::new(probe_new_keys),
                 learn: self.learn,
                 shared,
                 gate_jitter: self.gate_jitter,

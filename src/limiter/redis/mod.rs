@@ -48,7 +48,7 @@
 mod algorithm;
 mod blocking;
 mod error;
-mod keys;
+pub(crate) mod keys;
 mod limiter;
 mod store;
 

@@ -187,3 +187,30 @@ async fn idle_keys_are_dropped_on_schedule() {
     }
     assert!(pacer.keys_held() <= 3, "{} keys held", pacer.keys_held());
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_learning_pacer_lets_one_request_out_first_on_a_new_key() {
+    let pacer = Pacer::builder().build();
+    let probe = pacer.acquire("k", 1).await.unwrap();
+    // The second waits for the first one's answer...
+    let second = {
+        let pacer = pacer.clone();
+        tokio::spawn(async move { pacer.acquire("k", 1).await.unwrap().waited() })
+    };
+    tokio::time::sleep(ms(50)).await;
+    assert!(!second.is_finished());
+    // ...which says 9 of 10 remain: it goes at once.
+    probe.finish(StatusCode::OK, &stated(10, 9, ms(1000))).await;
+    let waited = second.await.unwrap();
+    assert!(waited >= ms(50) && waited <= ms(60), "{waited:?}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_pacer_with_a_configured_rate_does_not_probe() {
+    let pacer = Pacer::builder()
+        .rate(RequestRate::per_second(100).unwrap().with_burst(10))
+        .build();
+    let first = pacer.acquire("k", 1).await.unwrap();
+    let second = pacer.acquire("k", 1).await.unwrap();
+    assert_eq!((first.waited(), second.waited()), (ms(0), ms(0)));
+}

@@ -5,9 +5,9 @@ use std::sync::{Arc, LazyLock};
 use std::time::Duration;
 
 use redis::Script;
-use sha2::{Digest, Sha256};
 
 use super::{SharedBucket, SharedStore, StoreTake};
+use crate::limiter::redis::keys as redis_keys;
 use crate::limiter::redis::{RedisLimitError, RedisLimiter, RedisStore};
 use crate::pacing::RequestRate;
 
@@ -61,29 +61,9 @@ struct RedisShared {
 }
 
 impl RedisShared {
-    /// `rp:{pacing-gate.<name>:<digest>}:gate`: hashed like the limiter's keys, one slot per key.
+    /// `rp:{<name>:<digest>}:gate`: beside the bucket's own keys, in the same cluster slot.
     fn gate_key(&self, key: &str) -> String {
-        let mut hasher = Sha256::new();
-        hasher.update((self.name.len() as u64).to_be_bytes());
-        hasher.update(self.name.as_bytes());
-        hasher.update(key.as_bytes());
-        let digest: String = hasher.finalize()[..16]
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect();
-        let name: String = self
-            .name
-            .chars()
-            .take(48)
-            .map(|c| {
-                if c.is_ascii_alphanumeric() || c == '-' {
-                    c
-                } else {
-                    '_'
-                }
-            })
-            .collect();
-        format!("rp:{{pacing-gate.{name}:{digest}}}:gate")
+        redis_keys::key(&redis_keys::key_prefix(&self.name, key), "gate")
     }
 }
 
