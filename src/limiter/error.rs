@@ -1,3 +1,7 @@
+use std::time::Duration;
+
+use super::time::duration_nanos;
+
 /// Why a limiter could not be built from the parameters given.
 ///
 /// ```
@@ -26,4 +30,23 @@ pub enum LimiterConfigError {
         /// The rate that was given.
         per_second: f64,
     },
+}
+
+/// The quota every limiter needs, in memory or in Redis: at least one unit.
+pub(crate) fn check_limit(limit: u64) -> Result<u64, LimiterConfigError> {
+    if limit == 0 {
+        Err(LimiterConfigError::ZeroLimit)
+    } else {
+        Ok(limit)
+    }
+}
+
+/// A quota of `limit` per `window`, as every windowed limiter takes it: the window in
+/// nanoseconds (clamped to `u64::MAX`), or why the pair is unusable.
+pub(crate) fn check_window(limit: u64, window: Duration) -> Result<u64, LimiterConfigError> {
+    check_limit(limit)?;
+    match duration_nanos(window) {
+        0 => Err(LimiterConfigError::ZeroWindow),
+        nanos => Ok(nanos),
+    }
 }

@@ -2,8 +2,9 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::error::check_window;
 use super::keyed::{Algorithm, KeyedStates};
-use super::time::{duration_nanos, nanos_to_duration};
+use super::time::nanos_to_duration;
 use super::{Clock, Decision, LimiterConfigError, RateLimiter};
 
 /// About `limit` units per sliding window, from two counters per key: the estimate is
@@ -50,13 +51,7 @@ impl SlidingWindowCounter {
     /// About `limit` units per sliding `window`. Zero limits and zero windows are rejected;
     /// windows longer than `u64::MAX` nanoseconds (about 584 years) are clamped to that.
     pub fn new(limit: u64, window: Duration) -> Result<Self, LimiterConfigError> {
-        if limit == 0 {
-            return Err(LimiterConfigError::ZeroLimit);
-        }
-        let window_nanos = duration_nanos(window);
-        if window_nanos == 0 {
-            return Err(LimiterConfigError::ZeroWindow);
-        }
+        let window_nanos = check_window(limit, window)?;
         Ok(Self {
             states: KeyedStates::new(SlidingCounterRules {
                 limit,

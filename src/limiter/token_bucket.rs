@@ -2,6 +2,7 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::error::check_limit;
 use super::keyed::{Algorithm, KeyedStates};
 use super::rate::ExactRate;
 use super::{Clock, Decision, LimiterConfigError, Rate, RateLimiter};
@@ -57,9 +58,7 @@ impl TokenBucket {
     /// minute: `TokenBucket::with_rate(100, Rate::new(100, Duration::from_secs(60)))`.
     /// A zero capacity or a zero rate is rejected.
     pub fn with_rate(capacity: u64, refill: Rate) -> Result<Self, LimiterConfigError> {
-        if capacity == 0 {
-            return Err(LimiterConfigError::ZeroLimit);
-        }
+        let capacity = check_limit(capacity)?;
         let exact = refill.exact().ok_or(LimiterConfigError::ZeroRate)?;
         Ok(Self {
             states: KeyedStates::new(TokenBucketRules {

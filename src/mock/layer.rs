@@ -218,9 +218,7 @@ impl Layer {
             Ok(LayerLimiter::Memory(limiter)) => Ok(limiter.check(&key, 1)),
             Ok(LayerLimiter::Redis(limiter)) => limiter.check(&key, 1),
             // Responders are only built from valid layers; this keeps a decision total anyway.
-            Err(_) => Err(RedisLimitError::InvalidConfig {
-                reason: "the layer's limiter could not be built",
-            }),
+            Err(error) => Err(RedisLimitError::InvalidConfig(*error)),
         };
         LayerOutcome { key, result }
     }

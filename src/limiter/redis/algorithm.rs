@@ -7,7 +7,8 @@ use redis::{Script, Value};
 
 use super::RedisLimitError;
 use super::keys::{key, key_prefix};
-use crate::limiter::Decision;
+use crate::limiter::error::{check_limit, check_window};
+use crate::limiter::{Decision, Rate};
 
 static FIXED_WINDOW: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("fixed_window.lua")));
@@ -83,16 +84,9 @@ impl LimitSpec {
         capacity: u64,
         refill_per_sec: f64,
     ) -> Result<Self, RedisLimitError> {
-        if capacity == 0 {
-            return Err(RedisLimitError::InvalidConfig {
-                reason: "capacity must be above zero",
-            });
-        }
-        if !(refill_per_sec.is_finite() && refill_per_sec > 0.0) {
-            return Err(RedisLimitError::InvalidConfig {
-                reason: "refill rate must be a finite number of tokens per second above zero",
-            });
-        }
+        // The in-memory twin's rules: a capacity of at least 1, a finite rate in range.
+        let capacity = check_limit(capacity)?;
+        Rate::from_per_second(refill_per_sec)?;
         let capacity = capacity.min(MAX_EXACT);
         // the time a bucket takes to fill from empty
         let window =
@@ -111,16 +105,7 @@ impl LimitSpec {
         limit: u64,
         window: Duration,
     ) -> Result<Self, RedisLimitError> {
-        if limit == 0 {
-            return Err(RedisLimitError::InvalidConfig {
-                reason: "limit must be above zero",
-            });
-        }
-        if window.is_zero() {
-            return Err(RedisLimitError::InvalidConfig {
-                reason: "window must be longer than zero",
-            });
-        }
+        check_window(limit, window)?;
         let window = window.min(Duration::from_micros(MAX_WINDOW_MICROS));
         Ok(Self {
             name,

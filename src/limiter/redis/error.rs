@@ -1,5 +1,7 @@
 use std::time::Duration;
 
+use crate::limiter::LimiterConfigError;
+
 /// Why a Redis limiter (or a script run through a [`RedisStore`](super::RedisStore)) gave no
 /// decision.
 ///
@@ -32,12 +34,16 @@ pub enum RedisLimitError {
         /// The shape of the reply that did not fit (never the keys that were asked about).
         detail: String,
     },
-    /// A limiter or store was configured with values it cannot work with.
-    #[error("invalid redis limiter configuration: {reason}")]
-    InvalidConfig {
-        /// What is wrong.
-        reason: &'static str,
-    },
+    /// A limiter was configured with values it cannot work with (the same rules as the
+    /// in-memory limiters').
+    #[error("invalid redis limiter configuration: {0}")]
+    InvalidConfig(LimiterConfigError),
+}
+
+impl From<LimiterConfigError> for RedisLimitError {
+    fn from(error: LimiterConfigError) -> Self {
+        Self::InvalidConfig(error)
+    }
 }
 
 impl RedisLimitError {
@@ -53,7 +59,7 @@ impl RedisLimitError {
                     || err.is_connection_dropped()
                     || err.is_unrecoverable_error()
             }
-            Self::UnexpectedReply { .. } | Self::InvalidConfig { .. } => false,
+            Self::UnexpectedReply { .. } | Self::InvalidConfig(_) => false,
         }
     }
 
