@@ -2,6 +2,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use super::time::duration_nanos;
+
 /// A monotonic time source: the time elapsed since the clock's own epoch.
 ///
 /// Limiters take one so their arithmetic can be tested exactly, with a [`ManualClock`].
@@ -97,8 +99,4 @@ impl Clock for ManualClock {
     fn now(&self) -> Duration {
         Duration::from_nanos(self.nanos.load(Ordering::SeqCst))
     }
-}
-
-fn duration_nanos(d: Duration) -> u64 {
-    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
 }

@@ -87,7 +87,7 @@ mod rate;
 pub mod redis;
 mod sliding_window_counter;
 mod sliding_window_log;
-mod time;
+pub(crate) mod time;
 mod token_bucket;
 
 use std::time::Duration;

@@ -3,6 +3,8 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+use crate::limiter::time::duration_nanos;
+
 /// How often a store that failed is tried again: the pacer is back on the shared bucket within
 /// this much (plus one command) after the store returns.
 pub(super) const PROBE_EVERY: Duration = Duration::from_millis(200);
@@ -21,7 +23,7 @@ impl StoreHealth {
     /// Whether the store may be asked now.
     pub(super) fn is_due(&self, now: Duration) -> bool {
         let retry_at = self.retry_at.load(Ordering::Relaxed);
-        retry_at == 0 || nanos(now) >= retry_at
+        retry_at == 0 || duration_nanos(now) >= retry_at
     }
 
     /// The store answered.
@@ -34,20 +36,16 @@ impl StoreHealth {
     /// The store failed at `now`: it is set aside until the next probe. Returns whether this
     /// failure should be warned about (at most once per 10 s).
     pub(super) fn failed(&self, now: Duration) -> bool {
-        let now = nanos(now);
-        let retry_at = now.saturating_add(nanos(PROBE_EVERY)).max(1);
+        let now = duration_nanos(now);
+        let retry_at = now.saturating_add(duration_nanos(PROBE_EVERY)).max(1);
         self.retry_at.store(retry_at, Ordering::Relaxed);
         let last = self.last_warning_at.load(Ordering::Relaxed);
-        (last == 0 || now.saturating_sub(last) >= nanos(WARN_EVERY))
+        (last == 0 || now.saturating_sub(last) >= duration_nanos(WARN_EVERY))
             && self
                 .last_warning_at
                 .compare_exchange(last, now.max(1), Ordering::Relaxed, Ordering::Relaxed)
                 .is_ok()
     }
-}
-
-fn nanos(d: Duration) -> u64 {
-    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
 }
 
 #[cfg(test)]
