@@ -3,7 +3,7 @@ use super::RateLimitInfo;
 impl RateLimitInfo {
     /// The rate-limit facts of `response`, parsed once: the first caller parses the headers and
     /// keeps the result in the response's extensions; later callers (the retry layer above the
-    /// pacing layer, or user code) get that copy.
+    /// pacing layer, or user code) read that one, without parsing or copying.
     ///
     /// ```
     /// use reqwest_polite::RateLimitInfo;
@@ -18,12 +18,14 @@ impl RateLimitInfo {
     /// assert_eq!(info.retry_after, Some(std::time::Duration::from_secs(3)));
     /// assert!(response.extensions().get::<RateLimitInfo>().is_some());
     /// ```
-    pub fn of_response(response: &mut reqwest::Response) -> RateLimitInfo {
-        if let Some(info) = response.extensions().get::<RateLimitInfo>() {
-            return info.clone();
+    pub fn of_response(response: &mut reqwest::Response) -> &RateLimitInfo {
+        if response.extensions().get::<RateLimitInfo>().is_none() {
+            let info = RateLimitInfo::from_headers(response.headers());
+            response.extensions_mut().insert(info);
         }
-        let info = RateLimitInfo::from_headers(response.headers());
-        response.extensions_mut().insert(info.clone());
-        info
+        response
+            .extensions()
+            .get::<RateLimitInfo>()
+            .expect("inserted just above when missing")
     }
 }

@@ -92,8 +92,10 @@ impl Middleware for PacingMiddleware {
             .await
             .map_err(reqwest_middleware::Error::middleware)?;
         let mut response = next.run(request, extensions).await?;
-        let info = RateLimitInfo::of_response(&mut response);
-        permit.finish(response.status(), &info).await;
+        let status = response.status();
+        permit
+            .finish(status, RateLimitInfo::of_response(&mut response))
+            .await;
         Ok(response)
     }
 }
