@@ -39,6 +39,7 @@ pub struct RateLimitedApi {
     dialects: Vec<HeaderDialect>,
     admitted: ResponseTemplate,
     retry_after_ms: bool,
+    silent: bool,
 }
 
 impl Default for RateLimitedApi {
@@ -56,6 +57,7 @@ impl RateLimitedApi {
             dialects: vec![HeaderDialect::Ietf],
             admitted: ResponseTemplate::new(200),
             retry_after_ms: false,
+            silent: false,
         }
     }
 
@@ -168,6 +170,38 @@ impl RateLimitedApi {
         self
     }
 
+    /// Says nothing about its limits: a 429 carries no `Retry-After` and no response carries
+    /// a rate-limit field, as many real APIs answer. With any algorithm, for testing clients
+    /// against servers that state nothing (overrides [`dialects`](Self::dialects) and
+    /// [`with_retry_after_ms`](Self::with_retry_after_ms)).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use reqwest_polite::mock::RateLimitedApi;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let api = RateLimitedApi::global(1, Duration::from_secs(60)).silent().start().await?;
+    /// let client = reqwest::Client::new();
+    ///
+    /// let first = client.get(api.uri()).send().await?;
+    /// let second = client.get(api.uri()).send().await?;
+    ///
+    /// assert_eq!(first.status(), 200);
+    /// assert_eq!(second.status(), 429);
+    /// for response in [&first, &second] {
+    ///     let info = reqwest_polite::RateLimitInfo::from_headers(response.headers());
+    ///     assert_eq!(info, reqwest_polite::RateLimitInfo::default());
+    /// }
+    /// assert!(second.headers().get("retry-after").is_none());
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn silent(mut self) -> Self {
+        self.silent = true;
+        self
+    }
+
     /// Admitted requests get 200 with this JSON body.
     ///
     /// ```
@@ -213,6 +247,7 @@ impl RateLimitedApi {
             self.dialects,
             self.admitted,
             self.retry_after_ms,
+            self.silent,
         ))
     }
 

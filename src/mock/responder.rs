@@ -57,6 +57,8 @@ struct Inner {
     dialects: Vec<HeaderDialect>,
     admitted: ResponseTemplate,
     retry_after_ms: bool,
+    /// Bare 429s: no `Retry-After`, no quota field, on any response.
+    silent: bool,
     log: RequestLog,
 }
 
@@ -92,6 +94,7 @@ impl RateLimitResponder {
         dialects: Vec<HeaderDialect>,
         admitted: ResponseTemplate,
         retry_after_ms: bool,
+        silent: bool,
     ) -> Self {
         Self {
             inner: Arc::new(Inner {
@@ -99,6 +102,7 @@ impl RateLimitResponder {
                 dialects,
                 admitted,
                 retry_after_ms,
+                silent,
                 log: RequestLog::new(),
             }),
         }
@@ -169,6 +173,9 @@ impl RateLimitResponder {
         before: &[Decided<'_>],
         now: SystemTime,
     ) -> ResponseTemplate {
+        if self.inner.silent {
+            return ResponseTemplate::new(429).set_body_string("Too Many Requests");
+        }
         let wait = by.decision.retry_after.unwrap_or(by.decision.reset);
         // Never "0": a client told to wait 0 s would come straight back.
         let seconds = retry_after_seconds(wait).max(1);
@@ -190,6 +197,9 @@ impl RateLimitResponder {
         now: SystemTime,
         mut response: ResponseTemplate,
     ) -> ResponseTemplate {
+        if self.inner.silent {
+            return response;
+        }
         let quota = |d: &Decided<'_>| QuotaState {
             policy: d.layer.name().to_owned(),
             limit: d.decision.limit,
