@@ -48,6 +48,7 @@ pub mod limiter;
 pub mod mock;
 pub mod pacing;
 pub mod retry;
+pub mod time;
 
 pub use client::{PoliteClientBuilder, client};
 

@@ -1,22 +1,68 @@
-//! What the server told us about each key's quota: the "quota spent until T" gate, the quota
-//! it states (adopted as a per-window budget), and the requests in flight against it.
+//! What the server told us about one key's quota: the "quota spent until T" gate, the quota
+//! it states (adopted as a per-window budget), the requests in flight against it, and, for a
+//! server that states nothing, what its bare 429s let us infer.
 //!
 //! Pure arithmetic over an injected `now`; the pacer holds the lock and does the sleeping.
+//!
+//! # Servers that say nothing
+//!
+//! A 429 (or 503) with no `Retry-After` and no quota field still says "too fast". The key is
+//! paused for everyone, then one request probes alone while the others wait for its answer;
+//! each failed probe makes the next pause longer (×1.5 from 250 ms, at most 30 s). What the
+//! server admitted meanwhile is a measurement: the requests admitted since the window began
+//! are its quota, and the time from the window's first request to the first successful probe
+//! bounds its window. The key is then paced with that many requests per estimated window, the
+//! first request of each window going alone, so a wrong estimate costs one 429, not a burst.
+//! The quota per window then follows the adaptive curve of [`super::adaptive`]: it probes above
+//! the measured quota, slowly at first, and is cut to 70% when a request inside a window is
+//! refused. A quota the server states, in any response, replaces every estimate at once.
 
-use std::collections::HashMap;
-use std::sync::Mutex;
 use std::time::Duration;
 
+use super::adaptive::Cubic;
 use crate::headers::RateLimitInfo;
 
 /// The verdict of the learned quota on one request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Admission {
-    /// Reserved against the budget of window `epoch`.
-    Reserved { epoch: u64 },
-    /// The quota is spent until this time (on the pacer's clock).
+    /// Reserved; hand the ticket back with the response.
+    Reserved(Ticket),
+    /// Not before this time (on the pacer's clock); news about the key may come sooner.
     WaitUntil(Duration),
 }
+
+/// A reservation against one key's learned quota.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Ticket {
+    /// The stated window it was reserved in: responses to older windows are stale.
+    pub(crate) epoch: u64,
+    /// Its place among the key's reservations.
+    pub(crate) serial: u64,
+    /// When it was reserved (sent).
+    pub(crate) sent: Duration,
+    /// Reserved against the estimated window that started at this time.
+    window: Option<Duration>,
+}
+
+/// What a response says, beyond its headers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Outcome {
+    /// Anything but a refusal.
+    Answered,
+    /// 429, or 503 (an overloaded server): slow down.
+    Throttled,
+}
+
+/// How long, at most, the other requests of a key wait for a lone request's answer. Until a
+/// response says what the quota is, a burst of concurrent tasks could only spend it blindly
+/// (fifty workers, fifty requests, thirty 429s); one round trip of patience avoids that.
+pub(crate) const PROBE_FOR: Duration = Duration::from_secs(2);
+/// The first pause after a bare throttle; each failed probe makes the next one longer.
+const FIRST_PAUSE: Duration = Duration::from_millis(250);
+/// How much longer each pause is than the one before.
+const PAUSE_GROWTH: f64 = 1.5;
+/// The longest pause between probes of a silent server.
+const LONGEST_PAUSE: Duration = Duration::from_secs(30);
 
 /// One key's learned quota.
 #[derive(Debug, Default, Clone)]
@@ -32,39 +78,95 @@ pub(crate) struct KeyQuota {
     epoch: u64,
     in_flight: u64,
     last_seen: Duration,
-    /// Whether a key with no news yet sends one request alone first (see `PROBE_FOR`).
-    probe: bool,
+    /// Whether a key with no news yet sends one request alone first.
+    probe_new: bool,
     /// Whether any response has been seen for this key.
     observed: bool,
-    /// When the lone first request of a key with no news went out.
-    probe_sent_at: Option<Duration>,
+    next_serial: u64,
+    /// A request is out alone: its serial and when it went. The others wait for its answer.
+    probe_out: Option<(u64, Duration)>,
+    /// The next request goes alone: a pause ended with nothing known about the budget.
+    probe_next: bool,
+    /// Requests answered without a throttle and without a stated quota, and when the first of
+    /// them went: a silent server's first window, measured.
+    quiet_admitted: u64,
+    quiet_since: Option<Duration>,
+    /// What bare throttles taught us (boxed: most keys never meet a silent server).
+    silence: Option<Box<Silence>>,
 }
 
-/// How long, at most, the other requests of a key with no news wait for its first response.
-/// Until a response says what the quota is, a burst of concurrent tasks could only spend it
-/// blindly (fifty workers, fifty requests, thirty 429s); one round trip of patience avoids that.
-const PROBE_FOR: Duration = Duration::from_secs(2);
-/// How often the waiting requests look again while the first one is out.
-const PROBE_POLL: Duration = Duration::from_millis(5);
+/// A silent server's quota, inferred.
+#[derive(Debug, Clone)]
+struct Silence {
+    /// Responses to reservations below this serial were sent before the last throttle: their
+    /// 429s are the same news again.
+    wave_end: u64,
+    /// After a throttle: pausing and probing until the server admits a request again.
+    probing: Option<Probing>,
+    /// The estimated window, once a probe has bounded it.
+    window: Option<Duration>,
+    /// When the current window began (its first request went), and the one before.
+    window_start: Duration,
+    previous_start: Duration,
+    /// Reservations and admissions in the current window.
+    used: u64,
+    admitted: u64,
+    /// Admissions in the previous window (what a failed first request of a window measures).
+    previous_admitted: u64,
+    /// The quota measured in a whole window, which the curve does not go below (0 after a
+    /// request inside an estimated window was refused: the estimate was too high).
+    floor: u64,
+    curve: Cubic,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Probing {
+    /// When the measured window began.
+    from: Duration,
+    /// What it admitted before the throttle.
+    measured: u64,
+    /// When the throttle came.
+    at: Duration,
+    /// The pause before the next probe, if this one fails.
+    next_pause: Duration,
+}
 
 impl KeyQuota {
-    /// Reserves `cost` against the budget, or says until when the quota is spent.
+    /// A quota whose first request goes alone when `probe_new`.
+    pub(crate) fn new(probe_new: bool) -> KeyQuota {
+        KeyQuota {
+            probe_new,
+            ..KeyQuota::default()
+        }
+    }
+
+    /// Reserves `cost` against the budget, or says until when to wait.
     pub(crate) fn try_reserve(&mut self, now: Duration, cost: u64) -> Admission {
         self.last_seen = now;
         if self.gate_until > now {
             return Admission::WaitUntil(self.gate_until);
         }
         self.roll(now);
-        if self.probe && !self.observed && self.in_flight > 0 {
-            let until = self.probe_sent_at.unwrap_or(now).saturating_add(PROBE_FOR);
+        if let Some((_, sent)) = self.probe_out {
+            let until = sent.saturating_add(PROBE_FOR);
             if now < until {
-                return Admission::WaitUntil(now.saturating_add(PROBE_POLL).min(until));
+                return Admission::WaitUntil(until);
             }
+            // No answer in time: the next request probes in its place.
+            self.probe_out = None;
         }
-        if !self.observed && self.in_flight == 0 {
-            self.probe_sent_at = Some(now);
-        }
-        if let Some(budget) = self.budget {
+        let mut alone =
+            self.probe_next || (self.probe_new && !self.observed && self.in_flight == 0);
+        let mut window = None;
+        if let Some(silence) = self.silence.as_deref_mut() {
+            match silence.admit(now, cost) {
+                SilentAdmission::Go { alone: lone } => {
+                    alone |= lone;
+                    window = Some(silence.window_start);
+                }
+                SilentAdmission::WaitUntil(until) => return Admission::WaitUntil(until),
+            }
+        } else if let Some(budget) = self.budget {
             if budget >= cost {
                 self.budget = Some(budget - cost);
             } else if let Some(reset_at) = self.reset_at.filter(|t| *t > now) {
@@ -73,14 +175,30 @@ impl KeyQuota {
             // A spent budget with no known reset: let it through, the server's answer
             // (a 429 with Retry-After, or fresh headers) will tell us more.
         }
+        let serial = self.next_serial;
+        self.next_serial = self.next_serial.wrapping_add(1);
+        if alone {
+            self.probe_out = Some((serial, now));
+            self.probe_next = false;
+        }
         self.in_flight = self.in_flight.saturating_add(1);
-        Admission::Reserved { epoch: self.epoch }
+        Admission::Reserved(Ticket {
+            epoch: self.epoch,
+            serial,
+            sent: now,
+            window,
+        })
     }
 
     /// Gives back a reservation whose request was never sent.
-    pub(crate) fn cancel(&mut self, epoch: u64, cost: u64) {
-        self.in_flight = self.in_flight.saturating_sub(1);
-        if epoch == self.epoch
+    pub(crate) fn cancel(&mut self, ticket: Ticket, cost: u64) {
+        self.end(ticket);
+        if let (Some(silence), Some(start)) = (self.silence.as_deref_mut(), ticket.window)
+            && start == silence.window_start
+        {
+            silence.used = silence.used.saturating_sub(cost);
+        }
+        if ticket.epoch == self.epoch
             && let Some(budget) = self.budget
         {
             let refunded = budget.saturating_add(cost);
@@ -89,22 +207,57 @@ impl KeyQuota {
     }
 
     /// Ends a reservation whose request was sent but got no response (an error).
-    pub(crate) fn abandon(&mut self) {
-        self.in_flight = self.in_flight.saturating_sub(1);
+    pub(crate) fn abandon(&mut self, ticket: Ticket) {
+        self.end(ticket);
     }
 
-    /// Learns from the response to a request reserved in window `epoch`. Returns the pause
-    /// it put on the key, if any (to be shared with other processes).
+    fn end(&mut self, ticket: Ticket) {
+        self.in_flight = self.in_flight.saturating_sub(1);
+        if self
+            .probe_out
+            .is_some_and(|(serial, _)| serial == ticket.serial)
+        {
+            self.probe_out = None;
+        }
+    }
+
+    /// Learns from the response to `ticket`. Returns the pause the key needs, if any: the
+    /// caller spreads it with jitter and closes the gate ([`close_gate`](Self::close_gate)),
+    /// here and in other processes.
     pub(crate) fn observe(
         &mut self,
         now: Duration,
-        epoch: u64,
-        too_many_requests: bool,
+        ticket: Ticket,
+        outcome: Outcome,
         info: &RateLimitInfo,
     ) -> Option<Duration> {
-        self.in_flight = self.in_flight.saturating_sub(1);
+        let was_probe = self
+            .probe_out
+            .is_some_and(|(serial, _)| serial == ticket.serial);
+        self.end(ticket);
         self.last_seen = now;
         self.observed = true;
+        let stated = info.limit.is_some()
+            || info.remaining.is_some()
+            || info.reset.is_some()
+            || info.retry_after.is_some();
+        if !stated {
+            return self.observe_silence(now, ticket, was_probe, outcome);
+        }
+        // A stated quota replaces every estimate.
+        self.silence = None;
+        self.quiet_admitted = 0;
+        self.quiet_since = None;
+        self.observe_stated(now, ticket.epoch, outcome, info)
+    }
+
+    fn observe_stated(
+        &mut self,
+        now: Duration,
+        epoch: u64,
+        outcome: Outcome,
+        info: &RateLimitInfo,
+    ) -> Option<Duration> {
         if let Some(limit) = info.limit {
             self.limit = Some(limit);
         }
@@ -112,8 +265,11 @@ impl KeyQuota {
             self.window = info.window;
         }
         let mut pause = None;
-        if too_many_requests {
+        if outcome == Outcome::Throttled {
             pause = info.server_wait().or(info.reset);
+            // What is left after the pause is not known unless stated: one request finds out
+            // before the others go.
+            self.probe_next = info.remaining.is_none() && info.limit.is_none();
         }
         // A response from a window that has ended speaks of a quota that is gone.
         if epoch == self.epoch {
@@ -138,16 +294,57 @@ impl KeyQuota {
                 });
             }
         }
-        let pause = pause.filter(|wait| !wait.is_zero());
-        if let Some(wait) = pause {
-            self.close_gate(now, wait);
+        pause.filter(|wait| !wait.is_zero())
+    }
+
+    /// A response that stated nothing: a bare throttle pauses the key and starts probing; an
+    /// admission counts towards the window's measured quota.
+    fn observe_silence(
+        &mut self,
+        now: Duration,
+        ticket: Ticket,
+        was_probe: bool,
+        outcome: Outcome,
+    ) -> Option<Duration> {
+        if outcome == Outcome::Answered {
+            match self.silence.as_deref_mut() {
+                Some(silence) => silence.admitted(ticket, was_probe),
+                None => {
+                    self.quiet_admitted = self.quiet_admitted.saturating_add(1);
+                    let since = self.quiet_since.get_or_insert(ticket.sent);
+                    *since = (*since).min(ticket.sent);
+                }
+            }
+            return None;
         }
-        pause
+        let next_serial = self.next_serial;
+        let silence = match self.silence.as_deref_mut() {
+            Some(silence) => {
+                if ticket.serial < silence.wave_end && !was_probe {
+                    // Sent before the pause began: the same news again.
+                    return None;
+                }
+                silence
+            }
+            None => {
+                let from = self.quiet_since.unwrap_or(ticket.sent);
+                let measured = self.quiet_admitted;
+                self.silence = Some(Box::new(Silence::first(from, measured)));
+                self.silence.as_deref_mut().expect("just set")
+            }
+        };
+        silence.wave_end = next_serial;
+        Some(silence.throttled(now, ticket, was_probe))
     }
 
     /// Pauses the key until `now + wait` (a later gate wins).
     pub(crate) fn close_gate(&mut self, now: Duration, wait: Duration) {
         self.gate_until = self.gate_until.max(now.saturating_add(wait));
+    }
+
+    /// How long the key stays closed from `now` (zero when open).
+    pub(crate) fn gate_after(&self, now: Duration) -> Duration {
+        self.gate_until.saturating_sub(now)
     }
 
     /// When the known window has ended, starts the next one with the full stated quota.
@@ -172,7 +369,7 @@ impl KeyQuota {
     }
 
     /// True when the entry holds nothing worth keeping (memory stays bounded).
-    fn is_idle(&self, now: Duration, idle_after: Duration) -> bool {
+    pub(crate) fn is_idle(&self, now: Duration, idle_after: Duration) -> bool {
         self.in_flight == 0
             && self.gate_until <= now
             && self.reset_at.is_none_or(|t| t <= now)
@@ -180,79 +377,156 @@ impl KeyQuota {
     }
 
     #[cfg(test)]
-    fn budget(&self) -> Option<u64> {
+    pub(crate) fn budget(&self) -> Option<u64> {
         self.budget
     }
+
+    /// The estimated quota per window and window of a silent server, if any.
+    #[cfg(test)]
+    pub(crate) fn estimate(&self, now: Duration) -> Option<(u64, Duration)> {
+        let silence = self.silence.as_deref()?;
+        Some((silence.quota(now), silence.window?))
+    }
 }
 
-/// The learned quotas of every key, behind one lock (never held across an await).
-#[derive(Debug, Default)]
-pub(crate) struct LearnedQuotas {
-    keys: Mutex<HashMap<String, KeyQuota>>,
-    /// Whether new keys send one request alone before the others (only when learning).
-    probe_new_keys: bool,
+/// The silent model's verdict on one request.
+enum SilentAdmission {
+    Go { alone: bool },
+    WaitUntil(Duration),
 }
 
-/// How long an entry without live facts is kept after its last use.
-const IDLE_AFTER: Duration = Duration::from_secs(60);
-
-impl LearnedQuotas {
-    /// Quotas whose new keys probe first when `probe_new_keys` (the pacer learns from the
-    /// server: without that, no response would ever end the probe).
-    pub(crate) fn new(probe_new_keys: bool) -> Self {
-        LearnedQuotas {
-            keys: Mutex::default(),
-            probe_new_keys,
+impl Silence {
+    /// The first bare throttle, at `now`: the server admitted `measured` since `from`.
+    fn first(from: Duration, measured: u64) -> Silence {
+        Silence {
+            wave_end: 0,
+            probing: None,
+            window: None,
+            window_start: from,
+            previous_start: from,
+            used: measured,
+            admitted: measured,
+            previous_admitted: 0,
+            floor: 0,
+            curve: Cubic::settled(measured as f64, 0.0),
         }
     }
 
-    pub(crate) fn try_reserve(&self, key: &str, now: Duration, cost: u64) -> Admission {
-        self.with(key, |q| q.try_reserve(now, cost))
+    /// The quota per window at `now`.
+    fn quota(&self, now: Duration) -> u64 {
+        let windows = self.windows_at(now);
+        self.curve.whole_quota(windows).max(self.floor).max(1)
     }
 
-    pub(crate) fn cancel(&self, key: &str, epoch: u64, cost: u64) {
-        self.with(key, |q| q.cancel(epoch, cost));
+    /// `at` in units of the estimated window (the curve's clock).
+    fn windows_at(&self, at: Duration) -> f64 {
+        let window = self.window.unwrap_or(Duration::from_secs(1));
+        at.as_secs_f64() / window.as_secs_f64().max(1e-3)
     }
 
-    pub(crate) fn abandon(&self, key: &str) {
-        self.with(key, KeyQuota::abandon);
-    }
-
-    pub(crate) fn observe(
-        &self,
-        key: &str,
-        now: Duration,
-        epoch: u64,
-        too_many_requests: bool,
-        info: &RateLimitInfo,
-    ) -> Option<Duration> {
-        self.with(key, |q| q.observe(now, epoch, too_many_requests, info))
-    }
-
-    pub(crate) fn close_gate(&self, key: &str, now: Duration, wait: Duration) {
-        self.with(key, |q| q.close_gate(now, wait));
-    }
-
-    /// Drops entries that hold nothing live.
-    pub(crate) fn prune(&self, now: Duration) {
-        let mut keys = self.keys.lock().unwrap_or_else(|e| e.into_inner());
-        keys.retain(|_, q| !q.is_idle(now, IDLE_AFTER));
-    }
-
-    pub(crate) fn len(&self) -> usize {
-        self.keys.lock().unwrap_or_else(|e| e.into_inner()).len()
-    }
-
-    fn with<T>(&self, key: &str, f: impl FnOnce(&mut KeyQuota) -> T) -> T {
-        let mut keys = self.keys.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(quota) = keys.get_mut(key) {
-            return f(quota);
+    fn admit(&mut self, now: Duration, cost: u64) -> SilentAdmission {
+        if self.probing.is_some() {
+            // The pause is over (the gate let us in): this request probes alone.
+            return SilentAdmission::Go { alone: true };
         }
-        let probe = self.probe_new_keys;
-        f(keys.entry(key.to_owned()).or_insert_with(|| KeyQuota {
-            probe,
-            ..KeyQuota::default()
-        }))
+        let Some(window) = self.window else {
+            return SilentAdmission::Go { alone: false };
+        };
+        let next_window = self.window_start.saturating_add(window);
+        if now >= next_window {
+            // A new window: its first request goes alone, so a window estimated too short
+            // costs one 429, not a burst.
+            self.previous_start = self.window_start;
+            self.previous_admitted = self.admitted;
+            self.window_start = now;
+            self.used = cost;
+            self.admitted = 0;
+            return SilentAdmission::Go { alone: true };
+        }
+        if self.used.saturating_add(cost) <= self.quota(now) {
+            self.used = self.used.saturating_add(cost);
+            SilentAdmission::Go { alone: false }
+        } else {
+            SilentAdmission::WaitUntil(next_window)
+        }
+    }
+
+    fn admitted(&mut self, ticket: Ticket, was_probe: bool) {
+        if was_probe && let Some(probing) = self.probing.take() {
+            // The server admits again: the measured window is bounded, and a new one began
+            // with this probe.
+            let window = ticket
+                .sent
+                .saturating_sub(probing.from)
+                .max(Duration::from_millis(1));
+            // Requests of the measured window answered after the throttle count too.
+            let measured = probing.measured.max(self.admitted);
+            self.window = Some(window);
+            self.previous_start = probing.from;
+            self.previous_admitted = measured;
+            self.window_start = ticket.sent;
+            self.used = 1;
+            self.admitted = 1;
+            // A whole window, counted: a floor. The curve restarts from the throttle as after
+            // any other, so it probes above the floor only once it has climbed back to it (K
+            // windows later).
+            self.floor = measured;
+            self.curve
+                .throttled(measured as f64, self.windows_at(probing.at));
+            return;
+        }
+        if ticket.window == Some(self.window_start) || self.window.is_none() {
+            self.admitted = self.admitted.saturating_add(1);
+        }
+    }
+
+    /// A bare throttle at `now` on `ticket`; returns the pause before the next probe.
+    fn throttled(&mut self, now: Duration, ticket: Ticket, was_probe: bool) -> Duration {
+        if let Some(probing) = &mut self.probing {
+            // A probe failed: the window has not ended yet; wait longer before the next.
+            let pause = probing.next_pause;
+            probing.next_pause = pause.mul_f64(PAUSE_GROWTH).min(LONGEST_PAUSE);
+            return pause;
+        }
+        let probing = match self.window {
+            // The very first throttle: the quiet spell before it was one window.
+            None => Probing {
+                from: self.window_start,
+                measured: self.admitted,
+                at: now,
+                next_pause: FIRST_PAUSE,
+            },
+            // The first request of a window was refused: the window was estimated too short.
+            // The one before is still running; what it admitted is its quota.
+            Some(_) if was_probe && ticket.window == Some(self.window_start) => {
+                self.window_start = self.previous_start;
+                self.admitted = self.previous_admitted;
+                Probing {
+                    from: self.previous_start,
+                    measured: self.previous_admitted,
+                    at: now,
+                    next_pause: FIRST_PAUSE,
+                }
+            }
+            // Refused inside a window: the quota estimate was too high. Cut it, and wait for
+            // the next window, whose first request goes alone as always.
+            Some(window) => {
+                let measured = self.admitted;
+                self.floor = 0;
+                self.curve.throttled(measured as f64, self.windows_at(now));
+                self.used = u64::MAX;
+                let next_window = self.window_start.saturating_add(window);
+                return next_window
+                    .saturating_sub(now)
+                    .max(Duration::from_millis(1));
+            }
+        };
+        let pause = probing.next_pause;
+        self.probing = Some(Probing {
+            next_pause: pause.mul_f64(PAUSE_GROWTH),
+            ..probing
+        });
+        pause
     }
 }
 

@@ -7,11 +7,15 @@ use reqwest_middleware::{Middleware, Next};
 use super::key::{PartitionKey, PerHost};
 use super::pacer::Pacer;
 use crate::headers::RateLimitInfo;
+use crate::time::{DrawnWait, RequestJitter};
 
 /// Paces every attempt of a request: awaits a permit for the request's partition key, sends,
 /// then feeds the response's [`RateLimitInfo`] back to the [`Pacer`].
 ///
-/// Put it under the retry middleware so that retries are paced too. A refused permit becomes
+/// Put it under the retry middleware so that retries are paced too. On a 429 it inserts a
+/// [`DrawnWait`] in the response's extensions: the pause it put on the key, drawn once with the
+/// retry layer's jitter (which the retry layer puts in the request's extensions as a
+/// [`RequestJitter`]). A refused permit becomes
 /// `reqwest_middleware::Error::Middleware` wrapping a [`PacingError`](super::PacingError).
 ///
 /// ```
@@ -91,11 +95,17 @@ impl Middleware for PacingMiddleware {
             .acquire(&key, 1)
             .await
             .map_err(reqwest_middleware::Error::middleware)?;
+        let jitter = extensions.get::<RequestJitter>().map(|j| j.0);
         let mut response = next.run(request, extensions).await?;
         let status = response.status();
-        permit
-            .finish(status, RateLimitInfo::of_response(&mut response))
+        let held = permit
+            .finish_with(status, RateLimitInfo::of_response(&mut response), jitter)
             .await;
+        if let Some(wait) = held {
+            // The key is paused for this long, for every request: the retry layer above
+            // waits this same draw instead of drawing its own.
+            response.extensions_mut().insert(DrawnWait(wait));
+        }
         Ok(response)
     }
 }

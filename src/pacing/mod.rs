@@ -76,10 +76,12 @@
 //! # }
 //! ```
 
+mod adaptive;
 mod clock;
 mod config;
 mod error;
 mod key;
+mod keys;
 mod learned;
 mod local;
 mod middleware;

@@ -1,17 +1,18 @@
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use super::clock::TokioClock;
 use super::config::{BucketScope, PacingMode, RequestRate};
 use super::error::PacingError;
 use super::key::key_digest;
-use super::learned::{Admission, LearnedQuotas};
+use super::keys::{KeyTable, Queue};
+use super::learned::{Admission, Ticket};
 use super::local::{LocalBucket, Take};
 use super::permit::{Permit, Reservation};
 use super::shared::{SharedBucket, SharedCalls, SharedQuota, SharedTake};
 use crate::limiter::Clock;
-use crate::retry::Jitter;
+use crate::time::Jitter;
 
 /// Every this many acquires, idle per-key state is dropped (memory stays bounded without a
 /// background task).
@@ -20,6 +21,10 @@ const HOUSEKEEPING_EVERY: u64 = 1024;
 /// Client-side pacing: hands out permits so that requests go no faster than the configured
 /// rate and the quota the server states, and pauses every task on a key once the server says
 /// the quota is spent.
+///
+/// Permits on one key go out in arrival order: a request that arrives while others wait
+/// queues behind them, and only the head of the queue looks at the buckets (see the
+/// [module docs](super)).
 ///
 /// Cheap to clone; clones share their buckets and what they learned.
 ///
@@ -48,12 +53,15 @@ pub struct Pacer {
 pub(super) struct PacerInner {
     pub(super) clock: Arc<dyn Clock>,
     mode: PacingMode,
-    local: Option<LocalBucket>,
-    /// Gates and budgets per key; fed by responses only when `learn` is on.
-    pub(super) learned: LearnedQuotas,
+    /// Every key's queue, learned quota and (per-key scope) configured-rate bucket.
+    pub(super) keys: KeyTable,
+    /// The configured rate's one bucket in [`BucketScope::Whole`].
+    whole: Option<Mutex<LocalBucket>>,
+    /// Whether responses feed the learned quotas.
     pub(super) learn: bool,
     pub(super) shared: Option<SharedQuota>,
-    gate_jitter: Jitter,
+    /// How a pause is spread when the request carries no jitter of its own.
+    pub(super) gate_jitter: Jitter,
     acquires: AtomicU64,
 }
 
@@ -110,10 +118,15 @@ impl PacerBuilder {
         self
     }
 
-    /// How the waits until a server-stated reset are spread, each waiter its own draw.
-    /// Default `Jitter::NotBefore(0.1)`: the same 20% width as the retry layer's ±10%, placed
-    /// after the reset. The gate never lets a request through before the reset, so a waiter
-    /// drawn early would only sleep again and pile up on the reset instant with the others.
+    /// How a pause is spread when the request does not bring the retry layer's jitter with
+    /// it. Default `Jitter::NotBefore(0.1)`: the same 20% width as the retry layer's ±10%,
+    /// placed after the reset.
+    ///
+    /// One draw is made per pause, for every request of the key. After a 429 the retry
+    /// layer's jitter is used (it travels with the request), and the retry layer waits that
+    /// same draw, so clients told the same `Retry-After` spread as the retry policy says. A
+    /// quota seen spent before any 429 (remaining 0) always pauses until the reset or later:
+    /// opening early would only earn the 429.
     pub fn gate_jitter(mut self, jitter: Jitter) -> Self {
         self.gate_jitter = jitter;
         self
@@ -121,21 +134,23 @@ impl PacerBuilder {
 
     /// The pacer.
     pub fn build(self) -> Pacer {
-        let local = self
+        let per_key_rate = self.rate.filter(|_| self.scope == BucketScope::PerKey);
+        let whole = self
             .rate
-            .map(|rate| LocalBucket::new(rate, self.scope, self.clock.clone()));
+            .filter(|_| self.scope == BucketScope::Whole)
+            .map(|rate| Mutex::new(LocalBucket::new(rate, self.clock.clone())));
         let shared = self
             .shared
             .map(|bucket| SharedQuota::new(bucket, self.clock.clone()));
         // Probing a new key is for a pacer that knows nothing else: a configured rate or a
         // shared bucket already keeps a cold burst in check.
-        let probe_new_keys = self.learn && local.is_none() && shared.is_none();
+        let probe_new_keys = self.learn && self.rate.is_none() && shared.is_none();
         Pacer {
             inner: Arc::new(PacerInner {
+                keys: KeyTable::new(self.clock.clone(), per_key_rate, probe_new_keys),
                 clock: self.clock,
                 mode: self.mode,
-                local,
-                learned: LearnedQuotas::new(probe_new_keys),
+                whole,
                 learn: self.learn,
                 shared,
                 gate_jitter: self.gate_jitter,
@@ -161,12 +176,44 @@ impl Pacer {
 
     /// Waits until a request of `cost` units (0 counts as 1) may go on `key`, then takes it.
     ///
-    /// Cancellation-safe: each round checks without taking, and takes only when it can go at
-    /// once; a caller dropped while it sleeps has taken nothing.
+    /// Requests on one key are served in arrival order. Cancellation-safe: a request dropped
+    /// while it waits in the queue has taken nothing and leaves the queue whole; one dropped
+    /// at the head passes its turn on (tokens it took from this process's buckets are given
+    /// back; a Redis call already sent may have taken its token: the script runs whether or
+    /// not anyone reads the answer).
     pub async fn acquire(&self, key: &str, cost: u32) -> Result<Permit, PacingError> {
         let cost = cost.max(1);
         self.housekeeping();
         let started = self.inner.clock.now();
+        let queue = self.inner.keys.queue(key);
+        let turn = match self.inner.mode {
+            PacingMode::Wait { max_wait } => {
+                match tokio::time::timeout(max_wait, queue.turn.acquire()).await {
+                    Ok(turn) => turn,
+                    Err(_) => {
+                        tracing::debug!(key = %key_digest(key), "pacing: rejected, queue too long");
+                        return Err(PacingError::WaitTooLong {
+                            wait: self.inner.clock.now().saturating_sub(started),
+                            max_wait,
+                        });
+                    }
+                }
+            }
+            PacingMode::FailFast => queue.turn.acquire().await,
+        };
+        // The semaphore is never closed.
+        let _turn = turn.expect("a pacing queue is never closed");
+        self.serve_head(key, cost, started, &queue).await
+    }
+
+    /// The head of the queue: looks at the buckets until the request may go.
+    async fn serve_head(
+        &self,
+        key: &str,
+        cost: u32,
+        started: Duration,
+        queue: &Queue,
+    ) -> Result<Permit, PacingError> {
         loop {
             let now = self.inner.clock.now();
             let wait = match self.try_admit(key, cost, now).await? {
@@ -193,7 +240,11 @@ impl Pacer {
                 }
                 PacingMode::Wait { .. } => {
                     tracing::trace!(key = %key_digest(key), ?wait, "pacing: waiting");
-                    tokio::time::sleep(wait).await;
+                    // News about the key (a response) may let the request go sooner.
+                    tokio::select! {
+                        () = tokio::time::sleep(wait) => {}
+                        () = queue.news.notified() => {}
+                    }
                 }
             }
         }
@@ -202,9 +253,10 @@ impl Pacer {
     /// Pauses every request on `key` in this process for `wait` (what a 429 does by itself,
     /// through [`Permit::finish`], which also shares it through a [`SharedBucket`]).
     pub fn pause(&self, key: &str, wait: Duration) {
+        let now = self.inner.clock.now();
         self.inner
-            .learned
-            .close_gate(key, self.inner.clock.now(), wait);
+            .keys
+            .with(key, |state| state.quota.close_gate(now, wait));
     }
 
     /// Calls made to the shared store so far, by kind (all zero without a shared bucket).
@@ -215,59 +267,73 @@ impl Pacer {
             .map_or_else(SharedCalls::default, SharedQuota::calls)
     }
 
-    /// How many keys the pacer holds state for (local buckets, learned quotas); idle ones are
-    /// dropped every 1,024 acquires.
+    /// How many keys the pacer holds state for (queues, learned quotas, local buckets); idle
+    /// ones are dropped every 1,024 acquires, and never more than 1,000,000 are held idle.
     pub fn keys_held(&self) -> usize {
-        let local = self.inner.local.as_ref().map_or(0, LocalBucket::keys_held);
-        local.max(self.inner.learned.len())
+        self.inner.keys.len()
     }
 
-    /// One non-blocking round: a reservation, or the wait before the next round.
+    /// One round for the head of the queue: a reservation, or the wait before the next round.
     async fn try_admit(
         &self,
         key: &str,
         cost: u32,
         now: Duration,
     ) -> Result<Result<Reservation, Duration>, PacingError> {
-        let epoch = match self.inner.learned.try_reserve(key, now, u64::from(cost)) {
-            Admission::Reserved { epoch } => epoch,
-            Admission::WaitUntil(until) => {
-                let wait = self
-                    .inner
-                    .gate_jitter
-                    .apply(until.saturating_sub(now), &mut rand::rng());
-                return Ok(Err(wait));
+        let admitted = self.inner.keys.with(key, |state| {
+            let ticket = match state.quota.try_reserve(now, u64::from(cost)) {
+                Admission::Reserved(ticket) => ticket,
+                Admission::WaitUntil(until) => return Ok(Err(until.saturating_sub(now))),
+            };
+            let local_taken = state.local.is_some();
+            if let Some(local) = &mut state.local {
+                match local.try_take(cost) {
+                    Take::Taken => {}
+                    Take::Wait(wait) => {
+                        state.quota.cancel(ticket, u64::from(cost));
+                        return Ok(Err(wait));
+                    }
+                    Take::Never { burst } => {
+                        state.quota.cancel(ticket, u64::from(cost));
+                        return Err(PacingError::CostTooHigh { cost, burst });
+                    }
+                }
             }
+            Ok(Ok((ticket, local_taken)))
+        });
+        let (ticket, local_taken): (Ticket, bool) = match admitted? {
+            Ok(taken) => taken,
+            Err(wait) => return Ok(Err(wait)),
         };
-        let reservation = Reservation {
+        // From here, dropping `reservation` gives back the budget and the local tokens.
+        let mut reservation = Reservation {
             pacer: self.inner.clone(),
-            key: key.to_owned(),
-            epoch,
+            key: key.into(),
+            ticket,
             cost,
+            local_taken,
+            whole_taken: false,
             sent: false,
         };
-        // Dropping `reservation` on the early returns below gives the budget back.
-        if let Some(local) = &self.inner.local {
-            match local.try_take(key, cost) {
-                Take::Taken => {}
+        if let Some(whole) = &self.inner.whole {
+            let take = whole
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .try_take(cost);
+            match take {
+                Take::Taken => reservation.whole_taken = true,
                 Take::Wait(wait) => return Ok(Err(wait)),
                 Take::Never { burst } => return Err(PacingError::CostTooHigh { cost, burst }),
             }
         }
-        // Last, as it is the only await; a local token taken for nothing is given back.
+        // Last, as it is the only await: a drop during the call refunds what was taken here.
         if let Some(shared) = &self.inner.shared {
-            let taken = shared.take(key, cost).await;
-            if taken != SharedTake::Taken
-                && let Some(local) = &self.inner.local
-            {
-                local.refund(key, cost);
-            }
-            match taken {
+            match shared.take(key, cost).await {
                 SharedTake::Taken => {}
                 SharedTake::Wait { wait, gated: false } => return Ok(Err(wait)),
                 SharedTake::Wait { wait, gated: true } => {
+                    // Another process saw the quota spent: the key waits here too.
                     self.pause(key, wait);
-                    let wait = self.inner.gate_jitter.apply(wait, &mut rand::rng());
                     return Ok(Err(wait));
                 }
                 SharedTake::Never { burst } => {
@@ -281,13 +347,28 @@ impl Pacer {
         Ok(Ok(reservation))
     }
 
+    /// Gives back what `reservation` took from this process's buckets.
+    pub(super) fn refund(inner: &PacerInner, reservation: &Reservation) {
+        let cost = reservation.cost;
+        inner.keys.with_existing(&reservation.key, |state| {
+            state.quota.cancel(reservation.ticket, u64::from(cost));
+            if reservation.local_taken
+                && let Some(local) = &mut state.local
+            {
+                local.refund(cost);
+            }
+        });
+        if reservation.whole_taken
+            && let Some(whole) = &inner.whole
+        {
+            whole.lock().unwrap_or_else(|e| e.into_inner()).refund(cost);
+        }
+    }
+
     fn housekeeping(&self) {
         let n = self.inner.acquires.fetch_add(1, Ordering::Relaxed);
         if n % HOUSEKEEPING_EVERY == HOUSEKEEPING_EVERY - 1 {
-            if let Some(local) = &self.inner.local {
-                local.retain_recent();
-            }
-            self.inner.learned.prune(self.inner.clock.now());
+            self.inner.keys.prune(self.inner.clock.now());
         }
     }
 }
@@ -296,9 +377,9 @@ impl std::fmt::Debug for Pacer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Pacer")
             .field("mode", &self.inner.mode)
-            .field("rate", &self.inner.local.is_some())
             .field("learn", &self.inner.learn)
-            .finish()
+            .field("keys", &self.inner.keys.len())
+            .finish_non_exhaustive()
     }
 }
 

@@ -4,8 +4,10 @@ use std::time::Duration;
 use http::StatusCode;
 
 use super::key::key_digest;
-use super::pacer::PacerInner;
+use super::learned::{Outcome, Ticket};
+use super::pacer::{Pacer, PacerInner};
 use crate::headers::RateLimitInfo;
+use crate::time::Jitter;
 
 /// Leave to send one request. Hand the response's rate-limit facts back with
 /// [`Permit::finish`]; a permit dropped without them (the request failed) only ends its
@@ -24,36 +26,79 @@ impl Permit {
     }
 
     /// Feeds the response's status and rate-limit facts to the pacer: a 429 or a spent quota
-    /// pauses the key, a stated quota is adopted.
-    pub async fn finish(mut self, status: StatusCode, info: &RateLimitInfo) {
-        let Some(mut reservation) = self.reservation.take() else {
-            return;
-        };
+    /// pauses the key, a stated quota is adopted, and a 429 (or 503) that states nothing
+    /// pauses the key and starts probing (see the [module docs](super)).
+    pub async fn finish(self, status: StatusCode, info: &RateLimitInfo) {
+        self.finish_with(status, info, None).await;
+    }
+
+    /// [`finish`](Self::finish), spreading a pause that a 429 causes with `jitter` (the retry
+    /// layer's) instead of the pacer's own. Returns, for a 429, how long the key now stays
+    /// paused: the one draw every request of the key waits, retries included.
+    pub(super) async fn finish_with(
+        mut self,
+        status: StatusCode,
+        info: &RateLimitInfo,
+        jitter: Option<Jitter>,
+    ) -> Option<Duration> {
+        let mut reservation = self.reservation.take()?;
         reservation.sent = true;
-        let inner = &reservation.pacer;
+        let inner = reservation.pacer.clone();
         let too_many = status == StatusCode::TOO_MANY_REQUESTS;
-        let pause = if inner.learn {
-            let now = inner.clock.now();
-            let key = &reservation.key;
+        if !inner.learn {
             inner
-                .learned
-                .observe(key, now, reservation.epoch, too_many, info)
+                .keys
+                .with_existing(&reservation.key, |s| s.quota.abandon(reservation.ticket));
+            return None;
+        }
+        let outcome = if too_many || status == StatusCode::SERVICE_UNAVAILABLE {
+            Outcome::Throttled
         } else {
-            inner.learned.abandon(&reservation.key);
-            None
+            Outcome::Answered
         };
+        let now = inner.clock.now();
+        let key = &reservation.key;
+        // A pause caused by a 429 takes the retry layer's spread; a quota seen spent before
+        // any 429 never opens before the reset.
+        let jitter = match jitter {
+            Some(jitter) if too_many => jitter,
+            _ => not_before(inner.gate_jitter),
+        };
+        let (pause, held) = inner.keys.with(key, |state| {
+            let pause = state
+                .quota
+                .observe(now, reservation.ticket, outcome, info)
+                .map(|wait| jitter.apply(wait, &mut rand::rng()));
+            if let Some(wait) = pause {
+                state.quota.close_gate(now, wait);
+            }
+            (pause, state.quota.gate_after(now))
+        });
+        if let Some(pacing) = inner.keys.with_existing(key, |s| s.queue.clone()) {
+            pacing.news.notify_one();
+        }
         if let Some(wait) = pause {
             // Once per spent window and key: worth seeing at the default level.
             tracing::info!(
-                key = %key_digest(&reservation.key),
+                key = %key_digest(key),
                 wait_ms = wait.as_millis() as u64,
                 too_many,
+                stated = info.limit.is_some() || info.remaining.is_some() || info.server_wait().is_some(),
                 "pacing: quota spent, pausing the key"
             );
             if let Some(shared) = &inner.shared {
-                shared.close_gate(&reservation.key, wait).await;
+                shared.close_gate(key, wait).await;
             }
         }
+        too_many.then_some(held)
+    }
+}
+
+/// `jitter` placed after the wait, never before it.
+fn not_before(jitter: Jitter) -> Jitter {
+    match jitter {
+        Jitter::Symmetric(f) => Jitter::NotBefore(f),
+        other => other,
     }
 }
 
@@ -62,26 +107,32 @@ impl Drop for Permit {
         if let Some(reservation) = &mut self.reservation {
             // Handed out, so the request may have reached the server: no refund.
             reservation.sent = true;
-            reservation.pacer.learned.abandon(&reservation.key);
+            let ticket = reservation.ticket;
+            reservation
+                .pacer
+                .keys
+                .with_existing(&reservation.key, |s| s.quota.abandon(ticket));
         }
     }
 }
 
-/// A hold on the learned budget; given back when dropped before its request was sent.
+/// A hold on the key's learned budget and on this process's buckets; given back when dropped
+/// before its request was sent.
 pub(super) struct Reservation {
     pub(super) pacer: Arc<PacerInner>,
-    pub(super) key: String,
-    pub(super) epoch: u64,
+    pub(super) key: Box<str>,
+    pub(super) ticket: Ticket,
     pub(super) cost: u32,
+    /// Whether a token was taken from the key's local bucket, or from the pacer's whole one.
+    pub(super) local_taken: bool,
+    pub(super) whole_taken: bool,
     pub(super) sent: bool,
 }
 
 impl Drop for Reservation {
     fn drop(&mut self) {
         if !self.sent {
-            self.pacer
-                .learned
-                .cancel(&self.key, self.epoch, u64::from(self.cost));
+            Pacer::refund(&self.pacer, self);
         }
     }
 }
@@ -89,7 +140,7 @@ impl Drop for Reservation {
 impl std::fmt::Debug for Reservation {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Reservation")
-            .field("epoch", &self.epoch)
+            .field("ticket", &self.ticket)
             .field("cost", &self.cost)
             .finish_non_exhaustive()
     }

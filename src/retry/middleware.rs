@@ -11,7 +11,8 @@ use super::{
     Classify, DefaultClassifier, RequestFacts, RetryBudget, RetryError, RetryPolicy, Sleeper,
     TokioSleeper, Verdict,
 };
-use crate::RateLimitInfo;
+use crate::headers::RateLimitInfo;
+use crate::time::{DrawnWait, RequestJitter};
 
 /// A per-request override of the client's retry behaviour, set as a request extension.
 ///
@@ -43,6 +44,12 @@ pub enum RetryOverride {
 ///   by the policy's [`Jitter`](super::Jitter); with no server wait, exponential backoff.
 /// - A server wait above the cap, or a wait that would end past the deadline, is not slept: the
 ///   caller gets a [`RetryError`] at once, carrying the server's wait and the response.
+/// - A 429 that the pacing layer below answered by pausing the key (it marks the response with
+///   a [`DrawnWait`]) is the request waiting its turn, not a failure: the retry waits exactly
+///   that drawn pause (one draw per server wait, however many layers), and neither counts it
+///   against `max_retries` nor draws from the budget, up to
+///   [`max_held_retries`](RetryPolicy::with_max_held_retries) such retries. The budget is
+///   there to stop outage storms; a request the pacer is already holding back adds no load.
 /// - When retries run out (count or [`RetryBudget`]), the last outcome is returned as it came.
 /// - A request whose body cannot be cloned (a stream) is sent once and its outcome returned
 ///   untouched. To retry such bodies, build the request again for each try yourself (a
@@ -158,7 +165,10 @@ impl Middleware for RetryMiddleware {
         if let Some(budget) = &self.budget {
             budget.deposit();
         }
+        // An inner layer that pauses the key on a 429 spreads that pause as this policy says.
+        extensions.insert(RequestJitter(policy.jitter));
         let mut attempts: u32 = 0;
+        let mut held_retries: u32 = 0;
         loop {
             let Some(attempt) = req.try_clone() else {
                 tracing::debug!(
@@ -173,7 +183,17 @@ impl Middleware for RetryMiddleware {
                 return outcome;
             };
             let status = outcome.as_ref().ok().map(|r| r.status().as_u16());
-            if attempts > policy.max_retries {
+            // A 429 that the pacer below answered by pausing the key: the request waits its
+            // turn there. That is pacing, not a failure: it does not count as a retry and draws
+            // nothing from the budget, within its own bound.
+            let held = match &outcome {
+                Ok(response) if response.status() == http::StatusCode::TOO_MANY_REQUESTS => {
+                    response.extensions().get::<DrawnWait>().map(|d| d.0)
+                }
+                _ => None,
+            };
+            let counted = held.is_none() || held_retries >= policy.max_held_retries;
+            if counted && attempts > policy.max_retries + held_retries {
                 tracing::info!(
                     attempts,
                     reason = reason.as_str(),
@@ -208,8 +228,15 @@ impl Middleware for RetryMiddleware {
                     },
                 ));
             }
-            let base = server_wait.unwrap_or_else(|| policy.backoff.delay(attempts - 1));
-            let wait = self.draw_wait(&policy, &mut own_rng, base);
+            let wait = match held {
+                // The pacer drew the key's pause once, with this policy's jitter: wait that.
+                Some(drawn) if !counted => drawn,
+                _ => {
+                    let retry = attempts - 1 - held_retries;
+                    let base = server_wait.unwrap_or_else(|| policy.backoff.delay(retry));
+                    self.draw_wait(&policy, &mut own_rng, base)
+                }
+            };
             if let Some(deadline) = policy.deadline {
                 let elapsed = start.elapsed();
                 if elapsed.saturating_add(wait) > deadline {
@@ -235,7 +262,8 @@ impl Middleware for RetryMiddleware {
                     };
                 }
             }
-            if let Some(budget) = &self.budget
+            if counted
+                && let Some(budget) = &self.budget
                 && !budget.try_withdraw()
             {
                 tracing::warn!(attempts, ?status, "retry budget exhausted: not retrying");
@@ -249,6 +277,9 @@ impl Middleware for RetryMiddleware {
                 server_said = server_wait.is_some(),
                 "retrying"
             );
+            if !counted {
+                held_retries += 1;
+            }
             drop(outcome);
             self.sleeper.sleep(wait).await;
         }

@@ -9,18 +9,18 @@
 mod budget;
 mod classify;
 mod error;
-mod jitter;
+
 mod middleware;
 mod policy;
 mod sleep;
 
+pub use crate::time::Jitter;
 pub use budget::RetryBudget;
 pub use classify::{
     Classify, DefaultClassifier, RequestFacts, RetryReason, Verdict, classify_error,
     classify_status, is_idempotent,
 };
 pub use error::RetryError;
-pub use jitter::Jitter;
 pub use middleware::{RetryMiddleware, RetryOverride};
 pub use policy::{Backoff, RetryPolicy};
 pub use sleep::{Sleeper, TokioSleeper};

@@ -67,6 +67,7 @@ impl Backoff {
 #[derive(Debug, Clone, PartialEq)]
 pub struct RetryPolicy {
     pub(crate) max_retries: u32,
+    pub(crate) max_held_retries: u32,
     pub(crate) max_wait: Duration,
     pub(crate) deadline: Option<Duration>,
     pub(crate) backoff: Backoff,
@@ -81,11 +82,12 @@ impl Default for RetryPolicy {
 }
 
 impl RetryPolicy {
-    /// The defaults: 3 retries, a 60 s cap on one wait, no total deadline, backoff from 200 ms
+    /// The defaults: 3 retries (and up to 20 more for 429s the pacer holds back), a 60 s cap on one wait, no total deadline, backoff from 200 ms
     /// doubling up to 30 s, ±10% jitter, an RNG seeded by the OS.
     pub const fn new() -> Self {
         RetryPolicy {
             max_retries: 3,
+            max_held_retries: 20,
             max_wait: Duration::from_secs(60),
             deadline: None,
             backoff: Backoff {
@@ -101,6 +103,14 @@ impl RetryPolicy {
     /// Retries after the first attempt, at most (0: never retry).
     pub const fn with_max_retries(mut self, retries: u32) -> Self {
         self.max_retries = retries;
+        self
+    }
+
+    /// Retries of 429s that the pacer holds back (it paused the key), at most, beyond
+    /// `max_retries` (default 20). Such a retry waits its turn in the pacer: it is bounded
+    /// by this, the deadline, and the pacer's own maximum wait, not by the retry count.
+    pub const fn with_max_held_retries(mut self, retries: u32) -> Self {
+        self.max_held_retries = retries;
         self
     }
 
@@ -138,6 +148,11 @@ impl RetryPolicy {
     /// Retries after the first attempt, at most.
     pub const fn max_retries(&self) -> u32 {
         self.max_retries
+    }
+
+    /// Retries of 429s held back by the pacer, at most, beyond `max_retries`.
+    pub const fn max_held_retries(&self) -> u32 {
+        self.max_held_retries
     }
 
     /// The cap on one wait.

@@ -16,22 +16,44 @@ fn info(limit: u64, remaining: u64, reset: Duration, window: Option<Duration>) -
     }
 }
 
-fn reserve(q: &mut KeyQuota, now: Duration) -> u64 {
+fn reserve(q: &mut KeyQuota, now: Duration) -> Ticket {
     match q.try_reserve(now, 1) {
-        Admission::Reserved { epoch } => epoch,
+        Admission::Reserved(ticket) => ticket,
         Admission::WaitUntil(t) => {
             panic!("expected a reservation at {now:?}, told to wait until {t:?}")
         }
     }
 }
 
+/// Feeds a response back as the pacer does (with no jitter): learn, then close the gate for
+/// the pause asked for.
+fn see(
+    q: &mut KeyQuota,
+    now: Duration,
+    ticket: Ticket,
+    throttled: bool,
+    info: &RateLimitInfo,
+) -> Option<Duration> {
+    let outcome = if throttled {
+        Outcome::Throttled
+    } else {
+        Outcome::Answered
+    };
+    let pause = q.observe(now, ticket, outcome, info);
+    if let Some(wait) = pause {
+        q.close_gate(now, wait);
+    }
+    pause
+}
+
 #[test]
 fn stated_quota_is_adopted_as_a_budget_that_refills_each_window() {
     let mut q = KeyQuota::default();
-    let epoch = reserve(&mut q, Duration::ZERO);
-    q.observe(
+    let ticket = reserve(&mut q, Duration::ZERO);
+    see(
+        &mut q,
         Duration::ZERO,
-        epoch,
+        ticket,
         false,
         &info(20, 19, secs(2), Some(secs(2))),
     );
@@ -52,22 +74,28 @@ fn stated_quota_is_adopted_as_a_budget_that_refills_each_window() {
 #[test]
 fn first_news_counts_the_requests_still_in_flight() {
     let mut q = KeyQuota::default();
-    let epochs: Vec<u64> = (0..10).map(|_| reserve(&mut q, Duration::ZERO)).collect();
+    let tickets: Vec<Ticket> = (0..10).map(|_| reserve(&mut q, Duration::ZERO)).collect();
     // One response says 15 left; nine others are still out and may not be counted yet.
-    q.observe(MS, epochs[0], false, &info(20, 15, secs(2), None));
+    see(&mut q, MS, tickets[0], false, &info(20, 15, secs(2), None));
     assert_eq!(q.budget(), Some(6));
     // Later news can only lower the estimate: our reservations are already taken off.
-    q.observe(MS, epochs[1], false, &info(20, 17, secs(2), None));
+    see(&mut q, MS, tickets[1], false, &info(20, 17, secs(2), None));
     assert_eq!(q.budget(), Some(6));
-    q.observe(MS, epochs[2], false, &info(20, 3, secs(2), None));
+    see(&mut q, MS, tickets[2], false, &info(20, 3, secs(2), None));
     assert_eq!(q.budget(), Some(3));
 }
 
 #[test]
 fn reservations_spend_the_budget_before_responses_come_back() {
     let mut q = KeyQuota::default();
-    let epoch = reserve(&mut q, Duration::ZERO);
-    q.observe(Duration::ZERO, epoch, false, &info(5, 3, secs(1), None));
+    let ticket = reserve(&mut q, Duration::ZERO);
+    see(
+        &mut q,
+        Duration::ZERO,
+        ticket,
+        false,
+        &info(5, 3, secs(1), None),
+    );
     for _ in 0..3 {
         reserve(&mut q, MS);
     }
@@ -78,12 +106,12 @@ fn reservations_spend_the_budget_before_responses_come_back() {
 #[test]
 fn a_429_closes_the_gate_until_its_retry_after_and_a_later_gate_wins() {
     let mut q = KeyQuota::default();
-    let epoch = reserve(&mut q, Duration::ZERO);
+    let ticket = reserve(&mut q, Duration::ZERO);
     let told = RateLimitInfo {
         retry_after: Some(secs(3)),
         ..RateLimitInfo::default()
     };
-    q.observe(secs(1), epoch, true, &told);
+    see(&mut q, secs(1), ticket, true, &told);
     assert_eq!(q.try_reserve(secs(2), 1), Admission::WaitUntil(secs(4)));
     q.close_gate(secs(2), secs(1));
     assert_eq!(q.try_reserve(secs(2), 1), Admission::WaitUntil(secs(4)));
@@ -95,8 +123,8 @@ fn a_429_closes_the_gate_until_its_retry_after_and_a_later_gate_wins() {
 #[test]
 fn remaining_zero_closes_the_gate_until_the_reset() {
     let mut q = KeyQuota::default();
-    let epoch = reserve(&mut q, Duration::ZERO);
-    q.observe(MS, epoch, false, &info(10, 0, MS * 700, None));
+    let ticket = reserve(&mut q, Duration::ZERO);
+    see(&mut q, MS, ticket, false, &info(10, 0, MS * 700, None));
     assert_eq!(q.try_reserve(MS * 2, 1), Admission::WaitUntil(MS * 701));
 }
 
@@ -104,11 +132,23 @@ fn remaining_zero_closes_the_gate_until_the_reset() {
 fn a_response_from_an_ended_window_does_not_close_the_new_one() {
     let mut q = KeyQuota::default();
     let first = reserve(&mut q, Duration::ZERO);
-    q.observe(Duration::ZERO, first, false, &info(20, 10, secs(1), None));
+    see(
+        &mut q,
+        Duration::ZERO,
+        first,
+        false,
+        &info(20, 10, secs(1), None),
+    );
     let late = reserve(&mut q, MS);
     // The window rolls; then the late response of the old window arrives, rounded up.
     reserve(&mut q, secs(1));
-    q.observe(secs(1) + MS, late, false, &info(20, 0, secs(1), None));
+    see(
+        &mut q,
+        secs(1) + MS,
+        late,
+        false,
+        &info(20, 0, secs(1), None),
+    );
     reserve(&mut q, secs(1) + MS * 2);
     assert_eq!(q.budget(), Some(18));
 }
@@ -116,24 +156,31 @@ fn a_response_from_an_ended_window_does_not_close_the_new_one() {
 #[test]
 fn a_cancelled_reservation_is_refunded_and_an_abandoned_one_is_not() {
     let mut q = KeyQuota::default();
-    let epoch = reserve(&mut q, Duration::ZERO);
-    q.observe(Duration::ZERO, epoch, false, &info(10, 5, secs(1), None));
+    let ticket = reserve(&mut q, Duration::ZERO);
+    see(
+        &mut q,
+        Duration::ZERO,
+        ticket,
+        false,
+        &info(10, 5, secs(1), None),
+    );
     let cancelled = reserve(&mut q, MS);
     assert_eq!(q.budget(), Some(4));
     q.cancel(cancelled, 1);
     assert_eq!(q.budget(), Some(5));
-    reserve(&mut q, MS);
-    q.abandon();
+    let abandoned = reserve(&mut q, MS);
+    q.abandon(abandoned);
     assert_eq!(q.budget(), Some(4));
 }
 
 #[test]
 fn a_roll_after_an_idle_spell_lands_on_the_current_window() {
     let mut q = KeyQuota::default();
-    let epoch = reserve(&mut q, Duration::ZERO);
-    q.observe(
+    let ticket = reserve(&mut q, Duration::ZERO);
+    see(
+        &mut q,
         Duration::ZERO,
-        epoch,
+        ticket,
         false,
         &info(2, 1, secs(1), Some(secs(1))),
     );
@@ -153,52 +200,27 @@ fn without_any_news_every_request_is_admitted() {
 }
 
 #[test]
-fn prune_keeps_live_entries_and_drops_idle_ones() {
-    let quotas = LearnedQuotas::default();
-    assert!(matches!(
-        quotas.try_reserve("idle", Duration::ZERO, 1),
-        Admission::Reserved { .. }
-    ));
-    quotas.abandon("idle");
-    assert!(matches!(
-        quotas.try_reserve("gated", Duration::ZERO, 1),
-        Admission::Reserved { .. }
-    ));
-    quotas.abandon("gated");
-    quotas.close_gate("gated", Duration::ZERO, secs(1000));
-    quotas.prune(secs(61));
-    assert_eq!(quotas.len(), 1);
-    assert!(matches!(
-        quotas.try_reserve("gated", secs(61), 1),
-        Admission::WaitUntil(_)
-    ));
-}
-
-#[test]
 fn whole_second_resets_are_tightened_to_the_earliest_bound_of_the_window() {
     let mut q = KeyQuota::default();
     let first = reserve(&mut q, Duration::ZERO);
     let last = reserve(&mut q, Duration::ZERO);
     // At 100 ms the server says "reset in 1 s" (its 0.9 s rounded up): the reset is by 1.1 s.
-    q.observe(MS * 100, first, false, &info(2, 1, secs(1), None));
+    see(&mut q, MS * 100, first, false, &info(2, 1, secs(1), None));
     // At 900 ms it says "1 s" again (its 0.1 s rounded up): no later than 1.9 s, but 1.1 s
     // is the better bound, and the spent quota pauses the key until then, not 1.9 s.
-    let pause = q.observe(MS * 900, last, false, &info(2, 0, secs(1), None));
+    let pause = see(&mut q, MS * 900, last, false, &info(2, 0, secs(1), None));
     assert_eq!(pause, Some(MS * 200));
     assert_eq!(q.try_reserve(MS * 950, 1), Admission::WaitUntil(MS * 1100));
 }
 
 #[test]
 fn a_key_with_no_news_sends_one_request_alone_until_its_answer() {
-    let mut q = KeyQuota {
-        probe: true,
-        ..KeyQuota::default()
-    };
+    let mut q = KeyQuota::new(true);
     let probe = reserve(&mut q, Duration::ZERO);
-    // The others poll while the first request is out...
-    assert_eq!(q.try_reserve(MS, 1), Admission::WaitUntil(MS * 6));
+    // The others wait while the first request is out (the pacer wakes them on its answer)...
+    assert_eq!(q.try_reserve(MS, 1), Admission::WaitUntil(secs(2)));
     // ...and go once its answer is in: here it says 5 remain.
-    q.observe(MS * 30, probe, false, &info(10, 5, secs(1), None));
+    see(&mut q, MS * 30, probe, false, &info(10, 5, secs(1), None));
     for i in 0..5 {
         reserve(&mut q, MS * (31 + i));
     }
@@ -207,10 +229,7 @@ fn a_key_with_no_news_sends_one_request_alone_until_its_answer() {
 
 #[test]
 fn a_probe_without_answer_holds_the_others_for_two_seconds_at_most() {
-    let mut q = KeyQuota {
-        probe: true,
-        ..KeyQuota::default()
-    };
+    let mut q = KeyQuota::new(true);
     reserve(&mut q, Duration::ZERO);
     assert_eq!(q.try_reserve(MS * 1999, 1), Admission::WaitUntil(secs(2)));
     reserve(&mut q, secs(2));
@@ -218,4 +237,139 @@ fn a_probe_without_answer_holds_the_others_for_two_seconds_at_most() {
     let mut q = KeyQuota::default();
     reserve(&mut q, Duration::ZERO);
     reserve(&mut q, Duration::ZERO);
+}
+
+/// A response that states nothing.
+fn silent() -> RateLimitInfo {
+    RateLimitInfo::default()
+}
+
+/// Five admitted from 0 ms, a throttle, a failed probe, then a probe admitted at 637 ms: the
+/// estimate is 5 per 637 ms, and the window that began with that probe is running.
+fn estimated() -> KeyQuota {
+    let mut q = KeyQuota::new(false);
+    for i in 0..5 {
+        let ticket = reserve(&mut q, MS * i);
+        see(&mut q, MS * i + MS, ticket, false, &silent());
+    }
+    let refused = reserve(&mut q, MS * 10);
+    let also_refused = reserve(&mut q, MS * 10);
+    assert_eq!(
+        see(&mut q, MS * 11, refused, true, &silent()),
+        Some(MS * 250)
+    );
+    // Sent before the pause began: the same news again, no longer pause.
+    assert_eq!(see(&mut q, MS * 12, also_refused, true, &silent()), None);
+    assert_eq!(q.try_reserve(MS * 100, 1), Admission::WaitUntil(MS * 261));
+    let probe = reserve(&mut q, MS * 261);
+    // The others wait for the probe's answer.
+    assert_eq!(
+        q.try_reserve(MS * 262, 1),
+        Admission::WaitUntil(MS * 261 + PROBE_FOR)
+    );
+    // Refused: the next pause is half as long again.
+    assert_eq!(
+        see(&mut q, MS * 262, probe, true, &silent()),
+        Some(MS * 375)
+    );
+    let probe = reserve(&mut q, MS * 637);
+    see(&mut q, MS * 638, probe, false, &silent());
+    q
+}
+
+#[test]
+fn a_bare_throttle_pauses_then_probes_and_the_probe_bounds_the_window() {
+    let mut q = estimated();
+    // Five were admitted in the window that ended between 262 ms and 637 ms.
+    assert_eq!(q.estimate(MS * 638), Some((5, MS * 637)));
+    // The probe was the window's first: four more go, then the key waits for the next window.
+    for _ in 0..4 {
+        let ticket = reserve(&mut q, MS * 640);
+        see(&mut q, MS * 641, ticket, false, &silent());
+    }
+    assert_eq!(q.try_reserve(MS * 641, 1), Admission::WaitUntil(MS * 1274));
+    // Each window's first request goes alone.
+    let first = reserve(&mut q, MS * 1274);
+    assert_eq!(
+        q.try_reserve(MS * 1274, 1),
+        Admission::WaitUntil(MS * 1274 + PROBE_FOR)
+    );
+    see(&mut q, MS * 1275, first, false, &silent());
+    for _ in 0..4 {
+        reserve(&mut q, MS * 1276);
+    }
+    assert_eq!(q.try_reserve(MS * 1276, 1), Admission::WaitUntil(MS * 1911));
+}
+
+#[test]
+fn a_refusal_inside_an_estimated_window_cuts_the_quota_and_waits_for_the_next_window() {
+    let mut q = estimated();
+    for _ in 0..2 {
+        let ticket = reserve(&mut q, MS * 640);
+        see(&mut q, MS * 641, ticket, false, &silent());
+    }
+    let refused = reserve(&mut q, MS * 650);
+    // Three were admitted in this window (the probe and two): the key waits for the next
+    // window, with the quota cut to 70% of three.
+    assert_eq!(
+        see(&mut q, MS * 651, refused, true, &silent()),
+        Some(MS * 623)
+    );
+    assert_eq!(q.estimate(MS * 651), Some((2, MS * 637)));
+    assert_eq!(q.try_reserve(MS * 700, 1), Admission::WaitUntil(MS * 1274));
+}
+
+#[test]
+fn a_refused_first_request_of_a_window_measures_the_window_again_from_the_one_before() {
+    let mut q = estimated();
+    for _ in 0..4 {
+        let ticket = reserve(&mut q, MS * 640);
+        see(&mut q, MS * 641, ticket, false, &silent());
+    }
+    // The window was longer than 637 ms: the next window's first request is refused.
+    let first = reserve(&mut q, MS * 1274);
+    assert_eq!(
+        see(&mut q, MS * 1275, first, true, &silent()),
+        Some(MS * 250)
+    );
+    let probe = reserve(&mut q, MS * 1525);
+    see(&mut q, MS * 1526, probe, false, &silent());
+    // Measured from the start of the window that was still running (637 ms).
+    assert_eq!(q.estimate(MS * 1526), Some((5, MS * 888)));
+}
+
+#[test]
+fn probe_pauses_grow_by_half_up_to_thirty_seconds() {
+    let mut q = KeyQuota::new(false);
+    let ticket = reserve(&mut q, Duration::ZERO);
+    let mut pause = see(&mut q, MS, ticket, true, &silent()).unwrap();
+    let mut now = MS + pause;
+    let mut pauses = vec![pause];
+    for _ in 0..20 {
+        let probe = reserve(&mut q, now);
+        pause = see(&mut q, now, probe, true, &silent()).unwrap();
+        pauses.push(pause);
+        now += pause;
+    }
+    let us = Duration::from_micros;
+    assert_eq!(
+        &pauses[..4],
+        &[MS * 250, MS * 375, us(562_500), us(843_750)]
+    );
+    assert_eq!(*pauses.last().unwrap(), secs(30));
+}
+
+#[test]
+fn a_stated_quota_replaces_the_estimate() {
+    let mut q = estimated();
+    let ticket = reserve(&mut q, MS * 640);
+    see(
+        &mut q,
+        MS * 641,
+        ticket,
+        false,
+        &info(20, 17, secs(2), None),
+    );
+    assert_eq!(q.estimate(MS * 641), None);
+    assert_eq!(q.budget(), Some(17));
 }

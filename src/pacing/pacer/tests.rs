@@ -118,7 +118,7 @@ async fn a_stated_quota_is_followed_without_a_configured_rate() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn one_429_pauses_every_task_on_the_key_with_spread_wake_ups() {
+async fn one_429_pauses_every_task_on_the_key_until_one_draw_then_serves_them_in_order() {
     let pacer = Pacer::builder().build();
     let started = tokio::time::Instant::now();
     let told = RateLimitInfo {
@@ -127,34 +127,220 @@ async fn one_429_pauses_every_task_on_the_key_with_spread_wake_ups() {
     };
     let permit = pacer.acquire("k", 1).await.unwrap();
     permit.finish(StatusCode::TOO_MANY_REQUESTS, &told).await;
-    let tasks: Vec<_> = (0..20)
-        .map(|_| {
-            let pacer = pacer.clone();
-            tokio::spawn(async move {
-                let permit = pacer.acquire("k", 1).await.unwrap();
-                drop(permit);
-                started.elapsed()
-            })
-        })
-        .collect();
+    let order = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let mut tasks = Vec::new();
+    for i in 0..20 {
+        let (pacer, order) = (pacer.clone(), order.clone());
+        tasks.push(tokio::spawn(async move {
+            let permit = pacer.acquire("k", 1).await.unwrap();
+            order.lock().unwrap().push(i);
+            drop(permit);
+            started.elapsed()
+        }));
+        // Arrivals 1 ms apart, so the arrival order is known.
+        tokio::time::sleep(ms(1)).await;
+    }
     let mut wakes = Vec::new();
     for task in tasks {
         wakes.push(task.await.unwrap());
     }
-    // Nobody before the stated time, nobody past the jitter's reach, and not all together.
+    // One draw for the key, never before the stated time (no retry layer: the pacer's own
+    // not-before jitter), within its 20% reach; everyone goes at that instant, in order.
     assert!(
-        wakes.iter().all(|w| *w >= Duration::from_secs(2)),
+        wakes[0] >= Duration::from_secs(2) && wakes[0] <= ms(2400),
         "{wakes:?}"
     );
-    assert!(wakes.iter().all(|w| *w <= ms(2400)), "{wakes:?}");
-    wakes.sort();
-    wakes.dedup();
-    assert!(wakes.len() >= 15, "wake times not spread: {wakes:?}");
+    assert!(wakes.iter().all(|w| *w == wakes[0]), "{wakes:?}");
+    assert_eq!(*order.lock().unwrap(), (0..20).collect::<Vec<_>>());
     // Another key was never paused.
     assert_eq!(
         pacer.acquire("other", 1).await.unwrap().waited(),
         Duration::ZERO
     );
+}
+
+#[tokio::test(start_paused = true)]
+async fn separate_pacers_told_the_same_wait_spread_their_pauses() {
+    let started = tokio::time::Instant::now();
+    let told = RateLimitInfo {
+        retry_after: Some(Duration::from_secs(2)),
+        ..RateLimitInfo::default()
+    };
+    let mut tasks = Vec::new();
+    for _ in 0..20 {
+        let pacer = Pacer::builder().build();
+        let permit = pacer.acquire("k", 1).await.unwrap();
+        permit.finish(StatusCode::TOO_MANY_REQUESTS, &told).await;
+        tasks.push(tokio::spawn(async move {
+            drop(pacer.acquire("k", 1).await.unwrap());
+            started.elapsed()
+        }));
+    }
+    let mut wakes = Vec::new();
+    for task in tasks {
+        wakes.push(task.await.unwrap());
+    }
+    assert!(
+        wakes
+            .iter()
+            .all(|w| *w >= Duration::from_secs(2) && *w <= ms(2400)),
+        "{wakes:?}"
+    );
+    wakes.sort();
+    wakes.dedup();
+    assert!(wakes.len() >= 15, "wake times not spread: {wakes:?}");
+}
+
+/// Each request's wait, for `tasks` tasks sending `requests` in all through `pacer`, each
+/// task sending again as soon as its previous request is through.
+async fn waits_under_load(pacer: &Pacer, tasks: usize, requests: usize) -> Vec<Duration> {
+    let next = Arc::new(AtomicU64::new(0));
+    let handles: Vec<_> = (0..tasks)
+        .map(|_| {
+            let (pacer, next) = (pacer.clone(), next.clone());
+            tokio::spawn(async move {
+                let mut waits = Vec::new();
+                while next.fetch_add(1, Ordering::SeqCst) < requests as u64 {
+                    let asked = tokio::time::Instant::now();
+                    let permit = pacer.acquire("k", 1).await.expect("no request fails");
+                    waits.push(asked.elapsed());
+                    drop(permit);
+                }
+                waits
+            })
+        })
+        .collect();
+    let mut waits = Vec::new();
+    for handle in handles {
+        waits.extend(handle.await.unwrap());
+    }
+    waits.sort();
+    waits
+}
+
+#[tokio::test(start_paused = true)]
+async fn two_hundred_tasks_on_twenty_per_second_are_served_in_turn() {
+    let pacer = Pacer::builder()
+        .rate(RequestRate::per_second(20).unwrap())
+        .build();
+    let waits = waits_under_load(&pacer, 200, 1400).await;
+    assert_eq!(waits.len(), 1400);
+    // In order, each request waits for the 199 ahead of it: 200 / 20 = 10 s.
+    let bound = Duration::from_secs(12) + ms(100);
+    let max = *waits.last().unwrap();
+    assert!(max <= bound, "slowest wait {max:?}");
+    let p50 = waits[waits.len() / 2];
+    let p99 = waits[waits.len() * 99 / 100];
+    println!("200 tasks, 20/s: p50 {p50:?}, p99 {p99:?}, max {max:?}");
+    assert!(
+        p99.as_secs_f64() <= p50.as_secs_f64() * 1.25,
+        "p50 {p50:?}, p99 {p99:?}"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn requests_are_admitted_in_arrival_order() {
+    let pacer = Pacer::builder()
+        .rate(RequestRate::per_second(10).unwrap())
+        .build();
+    drop(pacer.acquire("k", 1).await.unwrap());
+    let order = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let mut tasks = Vec::new();
+    for i in 0..30 {
+        let (pacer, order) = (pacer.clone(), order.clone());
+        tasks.push(tokio::spawn(async move {
+            let permit = pacer.acquire("k", 1).await.unwrap();
+            order.lock().unwrap().push(i);
+            drop(permit);
+        }));
+        tokio::time::sleep(ms(7)).await;
+    }
+    for task in tasks {
+        task.await.unwrap();
+    }
+    assert_eq!(*order.lock().unwrap(), (0..30).collect::<Vec<_>>());
+}
+
+#[tokio::test(start_paused = true)]
+async fn waiters_dropped_anywhere_in_the_queue_leave_it_working_and_the_bucket_whole() {
+    use rand::{RngExt, SeedableRng};
+    let mut rng = rand::rngs::StdRng::seed_from_u64(7);
+    let pacer = Pacer::builder()
+        .rate(RequestRate::per_second(100).unwrap().with_burst(10))
+        .build();
+    // Spend the burst: every waiter below must wait in the queue.
+    for _ in 0..10 {
+        drop(pacer.acquire("k", 1).await.unwrap());
+    }
+    let served = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let mut tasks = Vec::new();
+    for i in 0..1000 {
+        let (pacer, served) = (pacer.clone(), served.clone());
+        tasks.push(tokio::spawn(async move {
+            let permit = pacer.acquire("k", 1).await.unwrap();
+            served.lock().unwrap().push(i);
+            drop(permit);
+        }));
+    }
+    // Let them all queue, then drop 900 at random points of the queue (the head included),
+    // at random moments while the queue drains.
+    tokio::task::yield_now().await;
+    let mut doomed: Vec<usize> = (0..1000).collect();
+    for i in (1..doomed.len()).rev() {
+        doomed.swap(i, rng.random_range(0..=i));
+    }
+    doomed.truncate(900);
+    for chunk in doomed.chunks(100) {
+        for &i in chunk {
+            tasks[i].abort();
+        }
+        tokio::time::sleep(ms(rng.random_range(0..30))).await;
+    }
+    let mut kept = 0;
+    for task in tasks {
+        if task.await.is_ok() {
+            kept += 1;
+        }
+    }
+    let served = served.lock().unwrap().clone();
+    assert_eq!(served.len(), kept);
+    // Those served went in arrival order.
+    assert!(served.windows(2).all(|w| w[0] < w[1]), "{served:?}");
+    // The bucket is as if only the served requests had asked: once it has refilled, a full
+    // burst goes at once and the next request waits one period.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let before = tokio::time::Instant::now();
+    for _ in 0..10 {
+        drop(pacer.acquire("k", 1).await.unwrap());
+    }
+    assert_eq!(before.elapsed(), Duration::ZERO);
+    assert_eq!(pacer.acquire("k", 1).await.unwrap().waited(), ms(10));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_bare_429_pauses_the_key_and_one_probe_ends_the_pause() {
+    let pacer = Pacer::builder().gate_jitter(Jitter::None).build();
+    let silent = RateLimitInfo::default();
+    // A quiet spell: three admitted, then a bare 429.
+    for _ in 0..3 {
+        let permit = pacer.acquire("k", 1).await.unwrap();
+        permit.finish(StatusCode::OK, &silent).await;
+    }
+    let refused = pacer.acquire("k", 1).await.unwrap();
+    refused.finish(StatusCode::TOO_MANY_REQUESTS, &silent).await;
+    // Everyone pauses for 250 ms; then one request goes alone...
+    let probe = pacer.acquire("k", 1).await.unwrap();
+    assert_eq!(probe.waited(), ms(250));
+    let second = {
+        let pacer = pacer.clone();
+        tokio::spawn(async move { pacer.acquire("k", 1).await.unwrap().waited() })
+    };
+    tokio::time::sleep(ms(40)).await;
+    assert!(!second.is_finished());
+    // ...and its refusal makes the next pause longer (375 ms), still one probe at a time.
+    probe.finish(StatusCode::TOO_MANY_REQUESTS, &silent).await;
+    let waited = second.await.unwrap();
+    assert_eq!(waited, ms(40 + 375));
 }
 
 #[tokio::test(start_paused = true)]

@@ -10,10 +10,15 @@ use std::time::Duration;
 
 use self::health::StoreHealth;
 use self::lease::{LeaseSpend, Leases};
-use super::config::{BucketScope, RequestRate};
+use super::config::RequestRate;
 use super::local::{LocalBucket, Take};
 use crate::limiter::Clock;
 
+/// The local fallback's buckets, one per key.
+type FallbackBuckets = Mutex<HashMap<Box<str>, LocalBucket>>;
+
+/// Past this many keys, the local fallback forgets the buckets that are full again.
+const FALLBACK_KEYS: usize = 1024;
 /// How stale a shared gate reading may be: another process's 429 pauses us within this much.
 const GATE_REFRESH: Duration = Duration::from_millis(100);
 
@@ -124,7 +129,8 @@ pub(crate) enum SharedTake {
 pub(crate) struct SharedQuota {
     bucket: SharedBucket,
     clock: Arc<dyn Clock>,
-    fallback: Option<LocalBucket>,
+    /// Per-key buckets at the shared rate divided by the processes (local fallback only).
+    fallback: Option<(RequestRate, FallbackBuckets)>,
     leases: Leases,
     gate_read_at: Mutex<HashMap<String, Duration>>,
     health: StoreHealth,
@@ -150,11 +156,9 @@ pub struct SharedCalls {
 impl SharedQuota {
     pub(crate) fn new(bucket: SharedBucket, clock: Arc<dyn Clock>) -> SharedQuota {
         let fallback = match bucket.on_failure {
-            StoreFailure::LocalFallback { processes } => Some(LocalBucket::new(
-                bucket.rate.divided_by(processes),
-                BucketScope::PerKey,
-                clock.clone(),
-            )),
+            StoreFailure::LocalFallback { processes } => {
+                Some((bucket.rate.divided_by(processes), Mutex::default()))
+            }
             _ => None,
         };
         SharedQuota {
@@ -297,8 +301,16 @@ impl SharedQuota {
             (StoreFailure::FailClosed, _) => SharedTake::Unavailable(
                 error.unwrap_or_else(|| "store unreachable at the last try".to_owned()),
             ),
-            (StoreFailure::LocalFallback { .. }, Some(fallback)) => {
-                match fallback.try_take(key, cost) {
+            (StoreFailure::LocalFallback { .. }, Some((rate, buckets))) => {
+                let now = self.clock.now();
+                let mut buckets = buckets.lock().unwrap_or_else(|e| e.into_inner());
+                if buckets.len() >= FALLBACK_KEYS {
+                    buckets.retain(|_, bucket| !bucket.is_full(now));
+                }
+                let bucket = buckets
+                    .entry(key.into())
+                    .or_insert_with(|| LocalBucket::new(*rate, self.clock.clone()));
+                match bucket.try_take(cost) {
                     Take::Taken => SharedTake::Taken,
                     Take::Wait(wait) => SharedTake::Wait { wait, gated: false },
                     Take::Never { burst } => SharedTake::Never { burst },
