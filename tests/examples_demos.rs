@@ -1,0 +1,182 @@
+//! The demos in `examples/` run their cores from `examples/demos/` at small size here, and the
+//! figures they print are asserted, so what the README quotes cannot drift from the code.
+//!
+//! Tests that measure real time (thundering herd, partner sync) take the `REAL_TIME` lock, so
+//! they never run beside each other and disturb each other's timings on a 2-core machine.
+mod support;
+
+use std::time::Duration;
+
+use tokio::sync::{Mutex, MutexGuard};
+
+use support::RedisServer;
+
+// The demos' shared modules: each example uses all of its own, a test only the core.
+#[allow(dead_code)]
+#[path = "../examples/demos/boundary_burst.rs"]
+mod boundary_burst;
+#[allow(dead_code)]
+#[path = "../examples/demos/cli.rs"]
+mod cli;
+
+/// Held by the tests whose figures are real-time measurements.
+static REAL_TIME: Mutex<()> = Mutex::const_new(());
+
+async fn real_time() -> MutexGuard<'static, ()> {
+    REAL_TIME.lock().await
+}
+
+mod boundary_burst_demo {
+    use super::boundary_burst::{self, Algorithm, MINUTE};
+    use super::*;
+
+    #[test]
+    fn the_schedule_is_the_seeds_two_bursts_of_100_across_a_minute() {
+        let times = boundary_burst::schedule(MINUTE);
+        assert_eq!(times.len(), 200);
+        assert_eq!(times[0], Duration::from_secs(58));
+        assert_eq!(times[1] - times[0], Duration::from_millis(20));
+        assert_eq!(times[99], Duration::from_millis(59_980));
+        assert_eq!(times[100], Duration::from_secs(60));
+        assert_eq!(times[199], Duration::from_millis(61_980));
+    }
+
+    #[test]
+    fn in_memory_each_algorithm_admits_what_it_promises() {
+        let admitted: Vec<(&str, usize)> = Algorithm::ALL
+            .iter()
+            .map(|&a| (a.name(), boundary_burst::admitted_in_memory(a)))
+            .collect();
+        assert_eq!(
+            admitted,
+            [
+                ("fixed window", 200),
+                ("sliding log", 100),
+                ("sliding counter", 103),
+                ("token bucket", 106),
+                ("leaky bucket", 106),
+            ]
+        );
+    }
+
+    #[test]
+    fn scaled_to_a_six_second_window_the_figures_are_the_same() {
+        // What the Redis run relies on: only the ratios matter.
+        for algorithm in Algorithm::ALL {
+            assert_eq!(
+                boundary_burst::admitted_in_memory_over(algorithm, Duration::from_secs(6)),
+                boundary_burst::admitted_in_memory(algorithm),
+                "{}",
+                algorithm.name()
+            );
+        }
+    }
+
+    #[test]
+    fn kept_clear_of_the_boundary_as_on_redis_the_figures_are_the_same() {
+        let window = Duration::from_secs(6);
+        let guard = boundary_burst::boundary_guard(window);
+        assert_eq!(guard, Duration::from_millis(1));
+        let times = boundary_burst::guarded_schedule(window, guard);
+        assert_eq!(times[99], Duration::from_millis(5_997));
+        assert_eq!(times[100], Duration::from_millis(6_001));
+        for algorithm in Algorithm::ALL {
+            assert_eq!(
+                boundary_burst::admitted_in_memory_on(algorithm, window, &times),
+                boundary_burst::admitted_in_memory(algorithm),
+                "{}",
+                algorithm.name()
+            );
+        }
+    }
+
+    #[tokio::test]
+    async fn on_redis_the_four_scripted_algorithms_match_memory() {
+        let server = RedisServer::start();
+        let store = cli::connect_redis(&server.url()).await.unwrap();
+        let outcome = {
+            let _timing = real_time().await;
+            boundary_burst::admitted_in_redis(&store, Duration::from_secs(6), "test")
+                .await
+                .unwrap()
+        };
+        let by_name: Vec<(&str, Option<usize>)> = outcome
+            .admitted
+            .iter()
+            .map(|(a, n)| (a.name(), *n))
+            .collect();
+        // The sliding log is exact whatever the timing: nothing leaves within the window.
+        assert_eq!(by_name[1], ("sliding log", Some(100)));
+        assert_eq!(by_name[4], ("leaky bucket", None), "no Redis script");
+        // Real time: a request decided on the wrong side of the boundary (a stalled machine,
+        // more than the 1 ms guard) counts in the other window. Only then may the others
+        // differ.
+        if outcome.crossed_boundary == 0 {
+            assert_eq!(
+                by_name,
+                [
+                    ("fixed window", Some(200)),
+                    ("sliding log", Some(100)),
+                    ("sliding counter", Some(103)),
+                    ("token bucket", Some(106)),
+                    ("leaky bucket", None),
+                ],
+                "latest decision {:?} after its slot",
+                outcome.latest
+            );
+        } else {
+            eprintln!(
+                "{} requests crossed the boundary (latest {:?}): only the exact figures checked",
+                outcome.crossed_boundary, outcome.latest
+            );
+        }
+    }
+
+    #[tokio::test]
+    async fn an_unreachable_redis_is_a_one_line_error() {
+        // Port 1 on loopback: nothing listens there.
+        let error = cli::connect_redis("redis://127.0.0.1:1").await.unwrap_err();
+        assert!(
+            error.starts_with("cannot reach Redis at redis://127.0.0.1:1"),
+            "{error}"
+        );
+        assert!(!error.contains('\n'));
+        let bad = cli::connect_redis("not a url").await.unwrap_err();
+        assert!(bad.starts_with("bad Redis URL"), "{bad}");
+    }
+}
+
+mod cli_helpers {
+    use std::process::ExitCode;
+
+    use super::cli;
+
+    #[derive(clap::Parser, Debug)]
+    struct Flags {
+        #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u32).range(1..))]
+        clients: u32,
+    }
+
+    fn parse(args: &[&str]) -> Result<Flags, ExitCode> {
+        cli::parse_flags_from("demo", std::iter::once("demo").chain(args.iter().copied()))
+    }
+
+    #[test]
+    fn bad_flags_give_exit_code_2_and_good_ones_parse() {
+        assert_eq!(parse(&[]).unwrap().clients, 20);
+        assert_eq!(parse(&["--clients", "3"]).unwrap().clients, 3);
+        for bad in [&["--bogus"][..], &["--clients", "0"], &["--clients", "x"]] {
+            assert_eq!(parse(bad).unwrap_err(), ExitCode::from(2), "{bad:?}");
+        }
+        assert_eq!(parse(&["--help"]).unwrap_err(), ExitCode::SUCCESS);
+    }
+
+    #[test]
+    fn bars_are_proportional_and_never_hide_a_count() {
+        assert_eq!(cli::bar(0, 20, 40), "");
+        assert_eq!(cli::bar(20, 20, 40), "█".repeat(40));
+        assert_eq!(cli::bar(10, 20, 40), "█".repeat(20));
+        assert_eq!(cli::bar(1, 1000, 40), "▏");
+        assert_eq!(cli::bar(3, 16, 4), "▊");
+    }
+}
