@@ -18,6 +18,10 @@ mod boundary_burst;
 #[allow(dead_code)]
 #[path = "../examples/demos/cli.rs"]
 mod cli;
+#[path = "../examples/demos/redis_atomicity.rs"]
+mod redis_atomicity;
+#[path = "../examples/demos/redis_process.rs"]
+mod redis_process;
 
 /// Held by the tests whose figures are real-time measurements.
 static REAL_TIME: Mutex<()> = Mutex::const_new(());
@@ -178,5 +182,110 @@ mod cli_helpers {
         assert_eq!(cli::bar(10, 20, 40), "█".repeat(20));
         assert_eq!(cli::bar(1, 1000, 40), "▏");
         assert_eq!(cli::bar(3, 16, 4), "▊");
+    }
+}
+
+mod redis_atomicity_demo {
+    use super::redis_atomicity::{AtomicRacers, NaiveRacers, Step};
+    use super::redis_process::PrivateRedis;
+    use super::*;
+
+    const RACERS: usize = 20;
+    const REPETITIONS: usize = 50;
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn the_script_admits_exactly_one_and_get_then_set_over_admits() {
+        let server = RedisServer::start();
+        let atomic = AtomicRacers::connect(&server.url(), RACERS, "test")
+            .await
+            .unwrap();
+        let naive = NaiveRacers::connect(&server.url(), RACERS, "test")
+            .await
+            .unwrap();
+
+        let by_script = atomic.run(REPETITIONS).await.unwrap();
+        assert_eq!(by_script.exactly_one(), REPETITIONS);
+        assert_eq!(by_script.over_admissions(), 0);
+        let mut histogram = vec![0; RACERS + 1];
+        histogram[1] = REPETITIONS;
+        assert_eq!(by_script.histogram(RACERS), histogram);
+
+        let by_naive = naive.run(REPETITIONS).await.unwrap();
+        assert_eq!(by_naive.admitted.len(), REPETITIONS);
+        assert!(
+            by_naive.over_admitted_repetitions() > 0,
+            "the naive limiter never over-admitted: the race is not real"
+        );
+        assert!(by_naive.admitted.iter().all(|&n| (1..=RACERS).contains(&n)));
+        assert_eq!(
+            by_naive.over_admissions(),
+            by_naive.admitted.iter().sum::<usize>() - REPETITIONS
+        );
+    }
+
+    fn assert_every_racer_once(steps: &[Step], what: &str) {
+        let mut racers: Vec<usize> = steps
+            .iter()
+            .filter(|s| s.what.starts_with(what))
+            .map(|s| s.racer)
+            .collect();
+        racers.sort_unstable();
+        assert_eq!(racers, (0..RACERS).collect::<Vec<_>>(), "{steps:#?}");
+        assert!(steps.windows(2).all(|w| w[0].after_us <= w[1].after_us));
+        assert_eq!(steps[0].after_us, 0);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn one_race_is_logged_in_the_order_redis_executed_it() {
+        let server = RedisServer::start();
+        let atomic = AtomicRacers::connect(&server.url(), RACERS, "test")
+            .await
+            .unwrap();
+        let steps = atomic.logged().await.unwrap();
+        assert_every_racer_once(&steps, "script");
+        // The first script to run takes the token; every later one finds none.
+        assert_eq!(steps[0].what, "script: admitted (took the last token)");
+        assert!(
+            steps[1..]
+                .iter()
+                .all(|s| s.what == "script: rejected (0 left)")
+        );
+
+        let naive = NaiveRacers::connect(&server.url(), RACERS, "test")
+            .await
+            .unwrap();
+        let (steps, admitted) = naive.logged().await.unwrap();
+        assert_eq!(steps.len(), RACERS + admitted);
+        assert_every_racer_once(&steps, "GET");
+        // Each SET comes after its racer's GET, and only from a racer that read a token.
+        for (at, step) in steps.iter().enumerate() {
+            if step.what.starts_with("SET") {
+                assert_eq!(step.what, "SET 0: admitted");
+                let get = steps
+                    .iter()
+                    .position(|s| s.racer == step.racer && s.what.starts_with("GET"))
+                    .unwrap();
+                assert!(get < at);
+                assert_eq!(steps[get].what, "GET: read 1");
+            }
+        }
+    }
+
+    #[test]
+    fn a_private_redis_answers_and_is_gone_once_dropped() {
+        assert!(PrivateRedis::available(), "redis-server is installed here");
+        // What the demo says when it is not: one line, with the command to install it.
+        let hint = super::redis_process::INSTALL_HINT;
+        assert!(hint.contains("apt-get install redis-server") && !hint.contains('\n'));
+        let redis = PrivateRedis::start().unwrap();
+        let url = redis.url();
+        let ping = |url: &str| {
+            redis::Client::open(url)
+                .and_then(|c| c.get_connection_with_timeout(Duration::from_millis(500)))
+                .and_then(|mut c| redis::cmd("PING").query::<String>(&mut c))
+        };
+        assert_eq!(ping(&url).unwrap(), "PONG");
+        drop(redis);
+        assert!(ping(&url).is_err(), "the server outlived its handle");
     }
 }
