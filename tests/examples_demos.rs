@@ -18,6 +18,10 @@ mod boundary_burst;
 #[allow(dead_code)]
 #[path = "../examples/demos/cli.rs"]
 mod cli;
+#[cfg(feature = "mock")]
+#[allow(dead_code)]
+#[path = "../examples/demos/layered_limits.rs"]
+mod layered_limits;
 #[path = "../examples/demos/redis_atomicity.rs"]
 mod redis_atomicity;
 #[path = "../examples/demos/redis_process.rs"]
@@ -287,5 +291,99 @@ mod redis_atomicity_demo {
         assert_eq!(ping(&url).unwrap(), "PONG");
         drop(redis);
         assert!(ping(&url).is_err(), "the server outlived its handle");
+    }
+}
+
+#[cfg(feature = "mock")]
+mod layered_limits_demo {
+    use reqwest_polite::limiter::redis::BlockingRedisStore;
+
+    use super::layered_limits::{Edge, Gateway, KeyStore, LayerName};
+    use super::*;
+
+    fn json(body: &str) -> serde_json::Value {
+        serde_json::from_str(body).unwrap()
+    }
+
+    /// What every layer's edge must show, whatever its store.
+    fn assert_edge(edge: &Edge, layer: LayerName) {
+        let limit = layer.limit();
+        let window = layer.window().as_secs();
+        assert_eq!(edge.layer, layer);
+        assert_eq!(edge.admitted, limit, "{}", layer.name());
+        assert_eq!(edge.rejected_by.as_deref(), Some(layer.name()));
+        let last = &edge.last_admitted;
+        assert_eq!(last.status, 200);
+        assert_eq!(last.header("ratelimit-remaining"), Some("0"));
+        assert_eq!(
+            last.header("ratelimit-limit"),
+            Some(format!("{limit}, {limit};w={window}").as_str())
+        );
+        assert!(
+            last.header("ratelimit")
+                .unwrap()
+                .starts_with(&format!("\"{}\";r=0;t=", layer.name())),
+            "{:?}",
+            last.headers
+        );
+        let refused = &edge.rejected;
+        assert_eq!(refused.status, 429);
+        assert_eq!(
+            refused.header("retry-after"),
+            Some(edge.retry_after.to_string().as_str())
+        );
+        assert!((1..=window).contains(&edge.retry_after));
+        let body = json(&refused.body);
+        assert_eq!(body["error"], "rate_limit_exceeded");
+        assert_eq!(body["retry_after"], edge.retry_after);
+        assert_eq!(edge.elsewhere.1.status, 200, "{}", edge.elsewhere.0);
+    }
+
+    #[tokio::test]
+    async fn in_memory_each_layer_refuses_at_its_limit_and_frees_up_after_its_window() {
+        let gateway = Gateway::start(KeyStore::Memory).await.unwrap();
+        let edges = [
+            gateway.drive_per_ip().await.unwrap(),
+            gateway.drive_per_api_key().await.unwrap(),
+            gateway.drive_orders().await.unwrap(),
+        ];
+        for (edge, layer) in edges.iter().zip(LayerName::ALL) {
+            assert_edge(edge, layer);
+            // Clocks frozen at a window's start: the wait is the whole window.
+            assert_eq!(edge.retry_after, layer.window().as_secs());
+            assert_eq!(
+                edge.rejected.header("ratelimit-reset"),
+                Some(edge.retry_after.to_string().as_str())
+            );
+            assert_eq!(edge.after_the_wait.as_ref().map(|r| r.status), Some(200));
+        }
+        // A refused order still took a unit of the earlier layers: the key's 11th, 989 left.
+        assert!(
+            edges[2]
+                .rejected
+                .header("ratelimit")
+                .unwrap()
+                .contains("\"per-api-key\";r=989;"),
+            "{:?}",
+            edges[2].rejected.headers
+        );
+    }
+
+    #[tokio::test]
+    async fn with_the_api_key_layer_in_redis_it_refuses_the_1001st() {
+        let server = RedisServer::start();
+        let store = BlockingRedisStore::standalone(&server.url(), cli::redis_options()).unwrap();
+        let keys = KeyStore::Redis {
+            store,
+            name: "layered-test".to_owned(),
+        };
+        let gateway = Gateway::start(keys).await.unwrap();
+        assert!(gateway.key_layer_in_redis());
+        let edge = gateway.drive_per_api_key().await.unwrap();
+        assert_edge(&edge, LayerName::PerApiKey);
+        assert!(
+            edge.after_the_wait.is_none(),
+            "a Redis hour is not waited out"
+        );
     }
 }
