@@ -1,8 +1,9 @@
 //! The demos in `examples/` run their cores from `examples/demos/` at small size here, and the
 //! figures they print are asserted, so what the README quotes cannot drift from the code.
 //!
-//! Tests that measure real time (thundering herd, partner sync) take the `REAL_TIME` lock, so
-//! they never run beside each other and disturb each other's timings on a 2-core machine.
+//! Tests that measure real time (boundary burst on Redis, thundering herd, partner sync), and
+//! those that load the machine (the Redis races), take the `REAL_TIME` lock, so they never run
+//! beside each other and disturb each other's timings on a 2-core machine.
 mod support;
 
 use std::time::Duration;
@@ -26,8 +27,12 @@ mod layered_limits;
 mod redis_atomicity;
 #[path = "../examples/demos/redis_process.rs"]
 mod redis_process;
+#[allow(dead_code)]
+#[path = "../examples/demos/thundering_herd.rs"]
+mod thundering_herd;
 
-/// Held by the tests whose figures are real-time measurements.
+/// Held by the tests whose figures are real-time measurements, and by those that load the
+/// machine.
 static REAL_TIME: Mutex<()> = Mutex::const_new(());
 
 async fn real_time() -> MutexGuard<'static, ()> {
@@ -199,6 +204,7 @@ mod redis_atomicity_demo {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
     async fn the_script_admits_exactly_one_and_get_then_set_over_admits() {
+        let _machine = real_time().await;
         let server = RedisServer::start();
         let atomic = AtomicRacers::connect(&server.url(), RACERS, "test")
             .await
@@ -241,6 +247,7 @@ mod redis_atomicity_demo {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
     async fn one_race_is_logged_in_the_order_redis_executed_it() {
+        let _machine = real_time().await;
         let server = RedisServer::start();
         let atomic = AtomicRacers::connect(&server.url(), RACERS, "test")
             .await
@@ -385,5 +392,135 @@ mod layered_limits_demo {
             edge.after_the_wait.is_none(),
             "a Redis hour is not waited out"
         );
+    }
+}
+
+mod thundering_herd_demo {
+    use tokio::sync::OnceCell;
+
+    use super::thundering_herd::{self, Herd, TRANSPORT_TOLERANCE, Variant};
+    use super::*;
+
+    /// The retry layers' jitter is seeded (client i: SEED + i), so their draws are the same
+    /// every run and only real time varies; the default client is never seeded.
+    const SEED: u64 = 1;
+    const RETRY_AFTER: Duration = Duration::from_secs(2);
+
+    /// One herd of 20 per variant, all four at once (about 2.5 s), shared by the tests below.
+    async fn herds() -> &'static [Herd] {
+        static HERDS: OnceCell<Vec<Herd>> = OnceCell::const_new();
+        HERDS
+            .get_or_init(|| async {
+                let _timing = real_time().await;
+                thundering_herd::run_all(20, RETRY_AFTER, Some(SEED))
+                    .await
+                    .unwrap()
+            })
+            .await
+    }
+
+    fn herd(herds: &[Herd], variant: Variant) -> &Herd {
+        herds.iter().find(|h| h.variant == variant).unwrap()
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_retry_layer_alone_meets_the_seeds_criteria() {
+        let herds = herds().await;
+        for variant in [Variant::NoJitter, Variant::Symmetric, Variant::NotBefore] {
+            let herd = herd(herds, variant);
+            assert_eq!(
+                herd.seed_criteria(),
+                Some(Ok(())),
+                "{}: {herd:#?}",
+                variant.name()
+            );
+            assert_eq!((herd.retried(), herd.failed), (20, 0));
+        }
+
+        // Without jitter: all 20 together, none before the server's time.
+        let none = herd(herds, Variant::NoJitter);
+        assert!(none.spread() <= Duration::from_millis(20), "{none:#?}");
+        assert_eq!(none.early(), 0);
+        assert!(none.shortest_wait().unwrap() >= RETRY_AFTER);
+
+        // ±10%: over [1.8, 2.2] s (the tolerance covers the way there and back).
+        let symmetric = herd(herds, Variant::Symmetric);
+        assert!(symmetric.shortest_wait().unwrap() >= Duration::from_millis(1800));
+        assert!(
+            symmetric.longest_wait().unwrap() <= Duration::from_millis(2200) + TRANSPORT_TOLERANCE
+        );
+        assert!(symmetric.spread() >= Duration::from_millis(200));
+        assert!(symmetric.busiest_10ms() <= 4);
+
+        // Not before: the same width, all at or after the server's time.
+        let not_before = herd(herds, Variant::NotBefore);
+        assert_eq!(not_before.early(), 0, "{not_before:#?}");
+        assert!(
+            not_before.longest_wait().unwrap() <= Duration::from_millis(2400) + TRANSPORT_TOLERANCE
+        );
+        assert!(not_before.spread() >= Duration::from_millis(200));
+    }
+
+    /// The seed's ±10% criteria for `reqwest_polite::client()` as it comes.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_default_client_spreads_its_retries_over_plus_minus_10_percent() {
+        let herd = herd(herds().await, Variant::DefaultClient);
+        assert_eq!((herd.retried(), herd.failed), (20, 0));
+        assert!(herd.all_within(0.9, 1.1), "{herd:#?}");
+        assert!(
+            herd.spread() >= Duration::from_millis(200),
+            "spread {:?}: {herd:#?}",
+            herd.spread()
+        );
+        assert!(
+            herd.busiest_10ms() <= 4,
+            "busiest 10 ms bin: {}",
+            herd.busiest_10ms()
+        );
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_svg_plot_has_a_panel_per_variant() {
+        let herds = herds().await;
+        let dir = std::env::temp_dir().join(format!("herd-svg-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("herd.svg");
+        thundering_herd::write_svg(herds, &path).unwrap();
+        let svg = std::fs::read_to_string(&path).unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert!(svg.starts_with("<svg"));
+        for variant in Variant::ALL {
+            assert!(
+                svg.contains(&format!("{}: spread ", variant.name())),
+                "{}",
+                variant.name()
+            );
+        }
+    }
+
+    #[test]
+    fn bins_and_bounds_follow_the_server_times() {
+        let ms = Duration::from_millis;
+        let herd = Herd {
+            variant: Variant::Symmetric,
+            retry_after: RETRY_AFTER,
+            retry_at: vec![Some(ms(1805)), Some(ms(1809)), Some(ms(2199)), None],
+            after_own_429: vec![Some(ms(1804)), Some(ms(1808)), Some(ms(2198)), None],
+            refusal_spread: ms(1),
+            failed: 1,
+        };
+        assert_eq!(herd.retried(), 3);
+        assert_eq!(herd.spread(), ms(394));
+        assert_eq!(herd.busiest_10ms(), 2);
+        assert_eq!(herd.early(), 2);
+        assert_eq!(
+            (herd.shortest_wait(), herd.longest_wait()),
+            (Some(ms(1804)), Some(ms(2198)))
+        );
+        // One client never retried: not all within, whatever the others did.
+        assert!(!herd.all_within(0.9, 1.1));
+        assert_eq!(herd.seed_criteria(), None, "criteria are for 20 clients");
+        assert_eq!(Variant::NotBefore.bounds(), (1.0, 1.2));
+        assert_eq!(Variant::DefaultClient.bounds(), (0.9, 1.1));
     }
 }
