@@ -23,6 +23,10 @@ mod cli;
 #[allow(dead_code)]
 #[path = "../examples/demos/layered_limits.rs"]
 mod layered_limits;
+#[cfg(feature = "mock")]
+#[allow(dead_code)]
+#[path = "../examples/demos/partner_sync.rs"]
+mod partner_sync;
 #[path = "../examples/demos/redis_atomicity.rs"]
 mod redis_atomicity;
 #[path = "../examples/demos/redis_process.rs"]
@@ -522,5 +526,85 @@ mod thundering_herd_demo {
         assert_eq!(herd.seed_criteria(), None, "criteria are for 20 clients");
         assert_eq!(Variant::NotBefore.bounds(), (1.0, 1.2));
         assert_eq!(Variant::DefaultClient.bounds(), (0.9, 1.1));
+    }
+}
+
+#[cfg(feature = "mock")]
+mod partner_sync_demo {
+    use indicatif::ProgressBar;
+
+    use super::partner_sync::{self, Job, Mode, Outcome};
+    use super::*;
+
+    /// 30 items over 8 workers against 10 per second: 3 s at the quota's rate.
+    fn job(redis: Option<reqwest_polite::limiter::redis::RedisStore>) -> Job {
+        Job {
+            items: 30,
+            workers: 8,
+            limit: 10,
+            window: Duration::from_secs(1),
+            redis,
+            run_id: cli::run_id("partner-sync-test"),
+        }
+    }
+
+    async fn run(mode: Mode, job: &Job) -> Outcome {
+        let outcome = partner_sync::run(mode, job, &ProgressBar::hidden())
+            .await
+            .unwrap();
+        // Every item was tried to the end, whatever became of it.
+        assert_eq!(
+            outcome.succeeded + outcome.failed,
+            job.items,
+            "{}: {outcome:#?}",
+            mode.name()
+        );
+        assert!(outcome.attempts >= job.items as u64);
+        outcome
+    }
+
+    /// What holds whatever the pacer's tuning: unpaced and per-worker-paced jobs meet 429s, a
+    /// shared bucket at the quota meets at most a handful and loses nothing, and every mode
+    /// finishes.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn every_mode_finishes_and_only_a_shared_bucket_stays_under_the_quota() {
+        let _timing = real_time().await;
+        let job = job(None);
+        assert_eq!(job.quota_time(), Duration::from_secs(3));
+        let mut outcomes = Vec::new();
+        for mode in Mode::ALL {
+            outcomes.push(run(mode, &job).await);
+        }
+        let [none, per_worker, shared, _headers, _silence] = &outcomes[..] else {
+            unreachable!("five modes")
+        };
+        assert!(none.status_429 > 0, "{none:#?}");
+        assert!(per_worker.status_429 > 0, "{per_worker:#?}");
+        assert!(shared.status_429 <= 3, "{shared:#?}");
+        assert_eq!(shared.failed, 0, "{shared:#?}");
+        assert_eq!(none.retries, none.attempts - 30);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_bucket_shared_through_redis_stays_under_the_quota() {
+        let _timing = real_time().await;
+        let server = RedisServer::start();
+        let store = cli::connect_redis(&server.url()).await.unwrap();
+        let outcome = run(Mode::SharedBucket, &job(Some(store))).await;
+        assert!(outcome.status_429 <= 3, "{outcome:#?}");
+        assert_eq!(outcome.failed, 0, "{outcome:#?}");
+    }
+
+    #[test]
+    fn modes_are_chosen_by_letter() {
+        let modes = |text| partner_sync::parse_modes(text).map(|m| m.0);
+        assert_eq!(modes("abcde").unwrap(), Mode::ALL);
+        assert_eq!(
+            modes("e,a,c").unwrap(),
+            [Mode::NoPacing, Mode::SharedBucket, Mode::LearnedFromSilence]
+        );
+        assert_eq!(modes("CC").unwrap(), [Mode::SharedBucket]);
+        assert!(modes("x").unwrap_err().contains("unknown mode 'x'"));
+        assert!(modes("").is_err());
     }
 }
