@@ -100,7 +100,7 @@ async fn main() -> ExitCode {
                 return ExitCode::FAILURE;
             }
         };
-        progress.finish_and_clear();
+        progress.finish();
         if !terminal {
             eprintln!(
                 "{PROGRAM}: ({}) {}: done in {:.1} s",

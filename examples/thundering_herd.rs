@@ -53,6 +53,13 @@ async fn main() -> ExitCode {
         Ok(flags) => flags,
         Err(code) => return code,
     };
+    // A path that cannot be written is bad input: say so now, not after the run.
+    if let Err(error) = std::fs::File::create(&flags.out) {
+        return cli::bad_input(
+            PROGRAM,
+            format!("cannot write {}: {error}", flags.out.display()),
+        );
+    }
     let clients = flags.clients as usize;
     let retry_after = Duration::from_secs(flags.retry_after);
     eprintln!(

@@ -188,6 +188,23 @@ mod cli_helpers {
         assert_eq!(parse(&["--help"]).unwrap_err(), ExitCode::SUCCESS);
     }
 
+    #[derive(clap::Parser, Debug)]
+    struct Needs {
+        #[arg(long)]
+        redis: String,
+    }
+
+    #[test]
+    fn clap_errors_are_one_line_with_what_is_missing() {
+        let error = clap::Parser::try_parse_from(["demo"])
+            .map(|_: Needs| ())
+            .unwrap_err();
+        assert_eq!(
+            cli::one_line(&error),
+            "the following required arguments were not provided: --redis <REDIS> (see --help)"
+        );
+    }
+
     #[test]
     fn bars_are_proportional_and_never_hide_a_count() {
         assert_eq!(cli::bar(0, 20, 40), "");

@@ -45,12 +45,21 @@ where
     }
 }
 
-/// clap's message without its "error: " prefix, tips and usage block.
-fn one_line(error: &clap::Error) -> String {
+/// clap's message on one line: its first paragraph (which may list arguments on lines of
+/// their own), without the "error: " prefix, the tips and the usage block.
+pub fn one_line(error: &clap::Error) -> String {
     let text = error.to_string();
-    let first = text.lines().next().unwrap_or("invalid arguments");
-    let first = first.strip_prefix("error: ").unwrap_or(first);
-    format!("{first} (see --help)")
+    let paragraph: Vec<&str> = text
+        .lines()
+        .map(str::trim)
+        .take_while(|line| !line.is_empty())
+        .collect();
+    let message = paragraph.join(" ");
+    let message = message.strip_prefix("error: ").unwrap_or(&message);
+    if message.is_empty() {
+        return "invalid arguments (see --help)".to_owned();
+    }
+    format!("{message} (see --help)")
 }
 
 /// Timeouts for the demos' Redis: generous, since a loaded 2-core machine must not turn a slow
@@ -66,7 +75,7 @@ pub fn redis_options() -> RedisOptions {
 pub async fn connect_redis(url: &str) -> Result<RedisStore, String> {
     let store = RedisStore::standalone(url, redis_options())
         .await
-        .map_err(|error| format!("bad Redis URL {url}: {error}"))?;
+        .map_err(|error| format!("bad Redis URL {url}: {}", error_chain(&error)))?;
     let ping = redis::Script::new("return 1");
     match store.eval::<i64>(&ping, &[], &[]).await {
         Ok(1) => Ok(store),
