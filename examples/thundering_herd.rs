@@ -118,8 +118,9 @@ fn write_svg(herds: &[Herd], out: &PathBuf) -> Result<PathBuf, String> {
     std::path::absolute(out).map_err(|error| format!("{}: {error}", out.display()))
 }
 
+/// Whole milliseconds, as the JSON line has them, shown in seconds.
 fn seconds(d: Duration) -> String {
-    format!("{:.3} s", d.as_secs_f64())
+    format!("{:.3} s", d.as_millis() as f64 / 1000.0)
 }
 
 fn print_histograms(herds: &[Herd]) {
@@ -178,8 +179,9 @@ fn print_table(herds: &[Herd]) {
         );
     }
     println!(
-        "(spread: first to last retry; after 429: each client's retry after its own 429; too \
-         early: before the server's {} s)",
+        "(retry, …: the retry layer alone, no pacer; default client: reqwest_polite::client(), \
+         retry layer and pacer. spread: first to last retry; after 429: each client's retry \
+         after its own 429; too early: before the server's {} s)",
         herds.first().map_or(0, |h| h.retry_after.as_secs())
     );
 }
