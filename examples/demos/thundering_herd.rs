@@ -82,10 +82,10 @@ impl Variant {
     }
 
     /// A fresh client (its own retry budget, RNG and pacer). The three jitter variants are
-    /// the retry layer alone: with the default pacer, a retry drawn before the server's time
-    /// is held at the pacer's gate until that time, so ±10% would measure the pacer (and be
-    /// the default client itself). `seed` seeds their jitter; the default client is never
-    /// changed.
+    /// the retry layer alone, so that `seed` makes them reproducible; with the pacer in the
+    /// stack the same jitter is drawn once by the pacer (from the thread's RNG) and waited by
+    /// the retry layer, which is what the default client's row shows. The default client is
+    /// never changed.
     pub fn client(self, seed: Option<u64>) -> ClientWithMiddleware {
         let Some(jitter) = self.jitter() else {
             return reqwest_polite::client();

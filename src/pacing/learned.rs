@@ -76,6 +76,9 @@ pub(crate) struct KeyQuota {
     reset_at: Option<Duration>,
     /// Bumped when a window ends: responses to requests of older windows are stale.
     epoch: u64,
+    /// When the earliest request admitted in this window was sent: the window began no later,
+    /// so it ends no later than that plus its length.
+    epoch_first_sent: Option<Duration>,
     in_flight: u64,
     last_seen: Duration,
     /// Whether a key with no news yet sends one request alone first.
@@ -248,16 +251,17 @@ impl KeyQuota {
         self.silence = None;
         self.quiet_admitted = 0;
         self.quiet_since = None;
-        self.observe_stated(now, ticket.epoch, outcome, info)
+        self.observe_stated(now, ticket, outcome, info)
     }
 
     fn observe_stated(
         &mut self,
         now: Duration,
-        epoch: u64,
+        ticket: Ticket,
         outcome: Outcome,
         info: &RateLimitInfo,
     ) -> Option<Duration> {
+        let (epoch, sent) = (ticket.epoch, ticket.sent);
         if let Some(limit) = info.limit {
             self.limit = Some(limit);
         }
@@ -273,10 +277,18 @@ impl KeyQuota {
         }
         // A response from a window that has ended speaks of a quota that is gone.
         if epoch == self.epoch {
+            if outcome == Outcome::Answered {
+                let first = self.epoch_first_sent.get_or_insert(sent);
+                *first = (*first).min(sent);
+            }
             if let Some(reset) = info.reset {
                 // Servers round resets up to whole seconds, so each response bounds the true
                 // reset from above: the earliest bound of the window is the tightest.
-                let stated = now.saturating_add(reset);
+                let mut stated = now.saturating_add(reset);
+                // The window began by the time its first admitted request was sent.
+                if let (Some(first), Some(window)) = (self.epoch_first_sent, self.window) {
+                    stated = stated.min(first.saturating_add(window)).max(now);
+                }
                 self.reset_at = Some(match self.reset_at {
                     Some(known) if known > now => known.min(stated),
                     _ => stated,
@@ -356,6 +368,7 @@ impl KeyQuota {
             return;
         }
         self.epoch = self.epoch.wrapping_add(1);
+        self.epoch_first_sent = None;
         self.budget = self.limit;
         self.reset_at = match (self.limit, self.window) {
             (Some(_), Some(window)) if !window.is_zero() => {
