@@ -2,7 +2,6 @@
 //! API key (Redis, a real `redis-server`), 10/minute for `POST /orders` (in memory), checked in
 //! that order. Each layer is driven to its limit while the other two stay far from theirs, and
 //! the exact header values, the 429 and its body are checked.
-#![cfg(feature = "mock")]
 
 mod support;
 
