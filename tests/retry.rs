@@ -594,6 +594,7 @@ async fn retries_of_429s_draw_on_the_same_budget_as_other_retries() {
         let retry = RetryMiddleware::new(RetryPolicy::new().with_max_retries(2))
             .with_sleeper(recorder.clone())
             .with_budget(budget);
+        // No pacing layer: each 429 is a plain retry, as any other.
         let client = PoliteClientBuilder::new().no_pacing().retry(retry).build();
         for _ in 0..10 {
             client
