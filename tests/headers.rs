@@ -1,12 +1,14 @@
 //! Real-looking responses of every dialect, parsed into `RateLimitInfo`.
+mod support;
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use http::{HeaderMap, HeaderValue};
+use http::HeaderValue;
 use reqwest_polite::RateLimitInfo;
 use reqwest_polite::headers::{
     HeaderDialect, PolicySource, QuotaState, QuotaUnit, render_retry_after, render_retry_after_ms,
 };
+use support::{collect_headers, header_map};
 
 /// 2026-11-30T03:00:00Z, the `Date` of most responses below.
 const SERVER_NOW: u64 = 1_796_007_600;
@@ -14,14 +16,6 @@ const SERVER_DATE: &str = "Mon, 30 Nov 2026 03:00:00 GMT";
 
 fn at(secs: u64) -> SystemTime {
     UNIX_EPOCH + Duration::from_secs(secs)
-}
-
-fn header_map(pairs: &[(&'static str, &str)]) -> HeaderMap {
-    let mut headers = HeaderMap::new();
-    for (name, value) in pairs {
-        headers.append(*name, HeaderValue::from_str(value).unwrap());
-    }
-    headers
 }
 
 fn parse(pairs: &[(&'static str, &str)], now: SystemTime) -> RateLimitInfo {
@@ -471,10 +465,7 @@ fn quotas() -> [QuotaState; 2] {
 }
 
 fn render_then_parse(dialect: HeaderDialect, now: SystemTime) -> RateLimitInfo {
-    let mut headers = HeaderMap::new();
-    for (name, value) in dialect.render(&quotas(), now) {
-        headers.append(name, value);
-    }
+    let mut headers = collect_headers(dialect.render(&quotas(), now));
     let (name, value) = render_retry_after(Duration::from_millis(29_250));
     headers.insert(name, value);
     RateLimitInfo::from_headers_at(&headers, now)
@@ -520,9 +511,7 @@ fn x_ratelimit_render_then_parse_gives_back_the_facts() {
 
 #[test]
 fn retry_after_ms_render_then_parse_is_never_early() {
-    let (name, value) = render_retry_after_ms(Duration::from_micros(25_400));
-    let mut headers = HeaderMap::new();
-    headers.insert(name, value);
+    let headers = collect_headers([render_retry_after_ms(Duration::from_micros(25_400))]);
     let info = RateLimitInfo::from_headers_at(&headers, at(SERVER_NOW));
     assert_eq!(info.retry_after, Some(Duration::from_millis(26)));
 }

@@ -1,5 +1,6 @@
 //! Properties of header parsing over arbitrary names and bytes: no panics, and the invariants
 //! that hold whatever a server sends.
+mod support;
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -7,6 +8,7 @@ use http::{HeaderMap, HeaderName, HeaderValue};
 use proptest::prelude::*;
 use reqwest_polite::RateLimitInfo;
 use reqwest_polite::headers::{HeaderDialect, QuotaState};
+use support::{collect_headers, header_map};
 
 const KNOWN_NAMES: &[&str] = &[
     "retry-after",
@@ -62,13 +64,52 @@ fn header_value() -> impl Strategy<Value = HeaderValue> {
     prop_oneof![any_bytes, shaped]
 }
 
+/// One well-formed quota statement in one dialect: (quota, remaining, reset s). Remaining is
+/// small, so exhausted policies and ties are common, as the governing rule needs.
+fn quota_statement() -> impl Strategy<Value = Vec<(HeaderName, HeaderValue)>> {
+    let numbers = (1u64..100, 0u64..3, 0u64..100);
+    let field = |name: &'static str, value: String| {
+        (
+            HeaderName::from_static(name),
+            HeaderValue::from_str(&value).unwrap(),
+        )
+    };
+    (0usize..5, "[a-z]{1,3}", numbers).prop_map(
+        move |(dialect, name, (quota, remaining, reset))| match dialect {
+            0 => vec![
+                field("ratelimit-policy", format!("\"{name}\";q={quota};w=60")),
+                field("ratelimit", format!("\"{name}\";r={remaining};t={reset}")),
+            ],
+            1 => vec![
+                field("ratelimit-limit", quota.to_string()),
+                field("ratelimit-remaining", remaining.to_string()),
+                field("ratelimit-reset", reset.to_string()),
+            ],
+            2 => vec![
+                field("x-ratelimit-limit", quota.to_string()),
+                field("x-ratelimit-remaining", remaining.to_string()),
+                field("x-ratelimit-reset", reset.to_string()),
+            ],
+            3 => vec![
+                field("x-ratelimit-limit-requests", quota.to_string()),
+                field("x-ratelimit-remaining-requests", remaining.to_string()),
+                field("x-ratelimit-reset-requests", format!("{reset}s")),
+            ],
+            _ => vec![
+                field("x-ratelimit-limit-tokens", quota.to_string()),
+                field("x-ratelimit-remaining-tokens", remaining.to_string()),
+                field("x-ratelimit-reset-tokens", format!("{reset}s")),
+            ],
+        },
+    )
+}
+
+/// Arbitrary fields, mixed with well-formed statements of several dialects at once.
 fn headers() -> impl Strategy<Value = HeaderMap> {
-    proptest::collection::vec((header_name(), header_value()), 0..12).prop_map(|pairs| {
-        let mut headers = HeaderMap::new();
-        for (name, value) in pairs {
-            headers.append(name, value);
-        }
-        headers
+    let arbitrary = proptest::collection::vec((header_name(), header_value()), 0..12);
+    let statements = proptest::collection::vec(quota_statement(), 0..4);
+    (statements, arbitrary).prop_map(|(statements, arbitrary)| {
+        collect_headers(statements.into_iter().flatten().chain(arbitrary))
     })
 }
 
@@ -81,38 +122,98 @@ fn facts(info: &RateLimitInfo) -> String {
     format!("{info:?}")
 }
 
+/// `a` counts as at least as long as `b`, an unknown wait as the shortest.
+fn at_least(a: Option<Duration>, b: Option<Duration>) -> bool {
+    match (a, b) {
+        (_, None) => true,
+        (None, Some(_)) => false,
+        (Some(a), Some(b)) => a >= b,
+    }
+}
+
+/// Header names no dialect reads.
+fn unrelated_headers() -> impl Strategy<Value = Vec<(HeaderName, HeaderValue)>> {
+    proptest::collection::vec(("[a-z0-9]{1,12}", header_value()), 0..6).prop_map(|pairs| {
+        pairs
+            .into_iter()
+            .map(|(suffix, value)| {
+                let name = format!("x-unrelated-{suffix}");
+                (HeaderName::from_bytes(name.as_bytes()).unwrap(), value)
+            })
+            .collect()
+    })
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(10_000))]
 
+    /// The summary fields are one stated policy's facts (never a mix of two), and that policy
+    /// has the least remaining of all, then the longest reset among those.
     #[test]
-    fn arbitrary_headers_never_panic_and_the_governing_policy_fills_the_facts(
+    fn the_summary_is_the_most_restrictive_stated_policy(headers in headers(), now in now()) {
+        let info = RateLimitInfo::from_headers_at(&headers, now);
+        let summary = (info.limit, info.remaining, info.reset, info.window);
+        if info.policies.is_empty() {
+            prop_assert_eq!(summary, (None, None, None, None));
+        } else {
+            let stated: Vec<_> = info
+                .policies
+                .iter()
+                .map(|p| (p.quota, p.remaining, p.reset, p.window))
+                .collect();
+            prop_assert!(stated.contains(&summary), "{:?} is no stated policy: {:?}", summary, stated);
+            let least = info.policies.iter().filter_map(|p| p.remaining).min();
+            prop_assert_eq!(info.remaining, least);
+            for p in info.policies.iter().filter(|p| p.remaining == least) {
+                prop_assert!(at_least(info.reset, p.reset), "{:?} resets later: {:?}", p, info.reset);
+            }
+        }
+        prop_assert!(info.window.is_none_or(|w| !w.is_zero()));
+    }
+
+    /// Waiting `server_wait` satisfies every exhausted policy, and is never longer than the
+    /// longest of their resets; `Retry-After` overrules them all.
+    #[test]
+    fn the_server_wait_outlasts_every_exhausted_policy_unless_retry_after_says_otherwise(
         headers in headers(),
         now in now(),
     ) {
         let info = RateLimitInfo::from_headers_at(&headers, now);
-        match info.governing_policy() {
-            None => {
-                prop_assert!(info.policies.is_empty());
-                prop_assert_eq!((info.limit, info.remaining, info.reset, info.window), (None, None, None, None));
-            }
-            Some(governing) => {
-                prop_assert_eq!(info.limit, governing.quota);
-                prop_assert_eq!(info.remaining, governing.remaining);
-                prop_assert_eq!(info.reset, governing.reset);
-                prop_assert_eq!(info.window, governing.window);
-                if let Some(least) = governing.remaining {
-                    prop_assert!(info.policies.iter().all(|p| p.remaining.is_none_or(|r| r >= least)));
-                }
-            }
+        let wait = info.server_wait();
+        let said_retry_after =
+            headers.contains_key("retry-after") || headers.contains_key("retry-after-ms");
+        prop_assert!(said_retry_after || info.retry_after.is_none(), "{:?}", info.retry_after);
+        if info.retry_after.is_some() {
+            prop_assert_eq!(wait, info.retry_after);
+        } else {
+            let longest = info
+                .policies
+                .iter()
+                .filter(|p| p.remaining == Some(0))
+                .filter_map(|p| p.reset)
+                .max();
+            prop_assert_eq!(wait, longest);
         }
-        let expected_wait = info.retry_after.or(if info.remaining == Some(0) { info.reset } else { None });
-        prop_assert_eq!(info.server_wait(), expected_wait);
-        prop_assert!(info.window.is_none_or(|w| !w.is_zero()));
     }
 }
 
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(2_000))]
+
+    /// Fields no dialect reads change nothing.
+    #[test]
+    fn unrelated_fields_change_nothing(
+        headers in headers(),
+        noise in unrelated_headers(),
+        now in now(),
+    ) {
+        let before = RateLimitInfo::from_headers_at(&headers, now);
+        let mut noisy = headers.clone();
+        for (name, value) in noise {
+            noisy.append(name, value);
+        }
+        prop_assert_eq!(RateLimitInfo::from_headers_at(&noisy, now), before);
+    }
 
     #[test]
     fn a_valid_date_header_makes_the_local_clock_irrelevant(
@@ -143,9 +244,8 @@ proptest! {
 
     #[test]
     fn go_durations_read_exactly(h in 0u64..1000, m in 0u64..60, s in 0u64..60, ms in 0u64..1000) {
-        let mut headers = HeaderMap::new();
         let text = format!("{h}h{m}m{s}s{ms}ms");
-        headers.insert("x-ratelimit-reset-tokens", HeaderValue::from_str(&text).unwrap());
+        let headers = header_map(&[("x-ratelimit-reset-tokens", &text)]);
         let info = RateLimitInfo::from_headers_at(&headers, UNIX_EPOCH);
         let expected = Duration::from_millis(((h * 60 + m) * 60 + s) * 1000 + ms);
         prop_assert_eq!(info.reset, Some(expected));
@@ -159,9 +259,11 @@ proptest! {
         offset_minutes in -1439i64..1440,
     ) {
         let reset_at = date_secs + ahead;
-        let mut headers = HeaderMap::new();
-        headers.insert("date", HeaderValue::from_str(&httpdate::fmt_http_date(UNIX_EPOCH + Duration::from_secs(date_secs))).unwrap());
-        headers.insert("anthropic-ratelimit-requests-reset", HeaderValue::from_str(&rfc3339(reset_at, offset_minutes)).unwrap());
+        let date = httpdate::fmt_http_date(UNIX_EPOCH + Duration::from_secs(date_secs));
+        let headers = header_map(&[
+            ("date", &date),
+            ("anthropic-ratelimit-requests-reset", &rfc3339(reset_at, offset_minutes)),
+        ]);
         let info = RateLimitInfo::from_headers_at(&headers, UNIX_EPOCH);
         prop_assert_eq!(info.reset, Some(Duration::from_secs(ahead)));
     }
@@ -181,10 +283,7 @@ proptest! {
             reset: Duration::from_millis(reset_ms),
             window: Duration::from_secs(window_s),
         };
-        let mut headers = HeaderMap::new();
-        for (name, value) in HeaderDialect::Ietf.render(&[state], now) {
-            headers.append(name, value);
-        }
+        let headers = collect_headers(HeaderDialect::Ietf.render(&[state], now));
         let info = RateLimitInfo::from_headers_at(&headers, now);
         prop_assert_eq!(info.limit, Some(limit));
         prop_assert_eq!(info.remaining, Some(remaining));

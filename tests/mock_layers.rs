@@ -2,11 +2,13 @@
 //! API key (Redis, a real `redis-server`), 10/minute for `POST /orders` (in memory), checked in
 //! that order. Each layer is driven to its limit while the other two stay far from theirs, and
 //! the exact header values, the 429 and its body are checked.
-#![cfg(feature = "mock")]
 
 mod support;
 
+use std::panic::AssertUnwindSafe;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use futures::FutureExt as _;
 
 use reqwest::Method;
 use reqwest_polite::RateLimitInfo;
@@ -176,18 +178,37 @@ fn epoch_reset(at: SystemTime, after: Duration) -> u64 {
     instant.as_secs() + u64::from(instant.subsec_nanos() > 0)
 }
 
-/// Redis fixed windows are aligned on the hour: wait out the last 30 s of an hour, so the
-/// 1000 requests of one test fall in one window.
-async fn clear_of_the_hour_boundary() {
-    let into_hour = unix_seconds(SystemTime::now()) % 3600;
-    if into_hour >= 3570 {
-        tokio::time::sleep(Duration::from_secs(3600 - into_hour + 1)).await;
+/// Runs `scenario` on a fresh gateway. The key's hourly window lives in Redis, aligned on whole
+/// hours of the Redis server's clock (this machine's): a run across an hour boundary sees the
+/// key's count start again halfway, and fails. Then, and only then, the scenario runs once
+/// more on a fresh gateway, with nearly an hour ahead of it; any other failure stands.
+async fn within_one_hour<F, Fut>(scenario: F)
+where
+    F: Fn(Gateway) -> Fut,
+    Fut: Future<Output = ()>,
+{
+    let hour = || unix_seconds(SystemTime::now()) / 3600;
+    for attempt in 1..=2 {
+        let started_in = hour();
+        let outcome = AssertUnwindSafe(scenario(Gateway::start().await))
+            .catch_unwind()
+            .await;
+        match outcome {
+            Ok(()) => return,
+            Err(_) if attempt == 1 && hour() != started_in => {
+                eprintln!("an hour boundary passed during the run: running it once more");
+            }
+            Err(panic) => std::panic::resume_unwind(panic),
+        }
     }
 }
 
 #[tokio::test]
 async fn per_ip_layer_counts_down_to_a_429_then_frees_up_with_its_window() {
-    let gw = Gateway::start().await;
+    within_one_hour(per_ip_scenario).await;
+}
+
+async fn per_ip_scenario(gw: Gateway) {
     let ip = "203.0.113.9";
 
     for i in 0..100u64 {
@@ -243,8 +264,10 @@ async fn per_ip_layer_counts_down_to_a_429_then_frees_up_with_its_window() {
 
 #[tokio::test]
 async fn per_api_key_layer_in_redis_counts_a_thousand_an_hour() {
-    clear_of_the_hour_boundary().await;
-    let gw = Gateway::start().await;
+    within_one_hour(per_api_key_scenario).await;
+}
+
+async fn per_api_key_scenario(gw: Gateway) {
     let key = "key-under-test";
     // A new address per request keeps the per-ip layer at 99 of 100.
     let ip = |i: u64| format!("10.0.{}.{}", i / 250, i % 250 + 1);
@@ -313,7 +336,10 @@ async fn per_api_key_layer_in_redis_counts_a_thousand_an_hour() {
 
 #[tokio::test]
 async fn orders_layer_limits_only_post_orders() {
-    let gw = Gateway::start().await;
+    within_one_hour(orders_scenario).await;
+}
+
+async fn orders_scenario(gw: Gateway) {
     let ip = |i: u64| format!("192.0.2.{}", i + 1);
 
     for i in 0..10u64 {
@@ -357,7 +383,10 @@ async fn orders_layer_limits_only_post_orders() {
 
 #[tokio::test]
 async fn earlier_layers_keep_their_units_and_later_ones_are_not_asked() {
-    let gw = Gateway::start().await;
+    within_one_hour(earlier_layers_scenario).await;
+}
+
+async fn earlier_layers_scenario(gw: Gateway) {
     let ip = "198.51.100.20";
 
     // Ten orders and one refused by the last layer: the refused one still cost a unit of the

@@ -2,23 +2,41 @@
 //! panic, and limiters work again soon after Redis comes back.
 mod support;
 
-use std::net::{Ipv4Addr, TcpListener};
 use std::time::{Duration, Instant};
 
 use reqwest_polite::limiter::redis::{
     BlockingRedisLimiter, BlockingRedisStore, RedisLimitError, RedisLimiter, RedisOptions,
     RedisStore,
 };
-use support::{RedisCluster, RedisServer};
+use support::{RedisCluster, RedisServer, closed_port};
 
-/// Generous upper bound for "within the command timeout (50 ms) plus a margin".
+/// Generous upper bound for "within the command timeout (50 ms) plus a margin": real sockets
+/// on a machine that may be busy with other test binaries. A call that waited for a stalled
+/// server instead would take the whole pause (a minute).
 const BOUND: Duration = Duration::from_secs(1);
+/// How long a stalled server holds the scripts: far longer than any test, so the stall cannot
+/// end by itself before the call under test (as a 300 ms pause could on a slow machine).
+const STALL_MS: u64 = 60_000;
+/// How soon after a restart a call must succeed: the store reconnects at least every 100 ms;
+/// the rest is margin for a busy machine.
+const RECOVERY_LIMIT: Duration = Duration::from_secs(1);
 
-/// A loopback port with nothing listening on it.
-fn closed_port() -> u16 {
-    let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
-    listener.local_addr().unwrap().port()
-    // the listener closes here
+/// Holds every script call on `connection`'s server (`CLIENT PAUSE ... WRITE` holds EVALSHA)
+/// until [`resume`], while other commands, `CLIENT UNPAUSE` included, still run.
+fn stall(connection: &mut redis::Connection) {
+    let _: () = redis::cmd("CLIENT")
+        .arg("PAUSE")
+        .arg(STALL_MS)
+        .arg("WRITE")
+        .query(connection)
+        .unwrap();
+}
+
+fn resume(connection: &mut redis::Connection) {
+    let _: () = redis::cmd("CLIENT")
+        .arg("UNPAUSE")
+        .query(connection)
+        .unwrap();
 }
 
 fn assert_unavailable(result: Result<impl std::fmt::Debug, RedisLimitError>, started: Instant) {
@@ -95,7 +113,7 @@ async fn a_server_stopped_mid_use_gives_errors_then_recovers_after_restart() {
     }
 
     server.restart();
-    let took = time_to_recover(&limiter, Duration::from_secs(1)).await;
+    let took = time_to_recover(&limiter, RECOVERY_LIMIT).await;
     eprintln!("recovered {took:?} after restart");
     // the restarted server is empty: the script was uploaded again on NOSCRIPT
     assert!(limiter.check("k", 1).await.unwrap().allowed);
@@ -127,13 +145,8 @@ async fn a_stalled_server_gives_a_timeout_error() {
     let limiter = RedisLimiter::fixed_window(store, "fw", 10, Duration::from_secs(1)).unwrap();
     assert!(limiter.check("k", 1).await.unwrap().allowed);
 
-    // CLIENT PAUSE holds every client's commands for 300 ms: a Redis that does not answer
-    let _: () = redis::cmd("CLIENT")
-        .arg("PAUSE")
-        .arg(300)
-        .arg("ALL")
-        .query(&mut server.connection())
-        .unwrap();
+    let mut admin = server.connection();
+    stall(&mut admin);
     let started = Instant::now();
     let result = limiter.check("k", 1).await;
     let elapsed = started.elapsed();
@@ -141,10 +154,10 @@ async fn a_stalled_server_gives_a_timeout_error() {
         matches!(result, Err(RedisLimitError::Timeout { after }) if after == Duration::from_millis(50)),
         "{result:?}"
     );
-    assert!(elapsed < Duration::from_millis(250), "took {elapsed:?}");
+    assert!(elapsed < BOUND, "took {elapsed:?}");
 
-    // once the pause is over, the same limiter answers again
-    tokio::time::sleep(Duration::from_millis(350)).await;
+    // once the server answers again, the same limiter does too
+    resume(&mut admin);
     assert!(limiter.check("k", 1).await.is_ok());
 }
 
@@ -155,12 +168,9 @@ fn a_stalled_server_gives_the_blocking_limiter_a_timeout_error() {
     let limiter =
         BlockingRedisLimiter::fixed_window(store, "fw", 10, Duration::from_secs(1)).unwrap();
     assert!(limiter.check("k", 1).unwrap().allowed);
-    let _: () = redis::cmd("CLIENT")
-        .arg("PAUSE")
-        .arg(300)
-        .arg("ALL")
-        .query(&mut server.connection())
-        .unwrap();
+
+    let mut admin = server.connection();
+    stall(&mut admin);
     let started = Instant::now();
     let result = limiter.check("k", 1);
     let elapsed = started.elapsed();
@@ -168,8 +178,9 @@ fn a_stalled_server_gives_the_blocking_limiter_a_timeout_error() {
         matches!(result, Err(RedisLimitError::Timeout { .. })),
         "{result:?}"
     );
-    assert!(elapsed < Duration::from_millis(250), "took {elapsed:?}");
-    std::thread::sleep(Duration::from_millis(350));
+    assert!(elapsed < BOUND, "took {elapsed:?}");
+
+    resume(&mut admin);
     assert!(
         limiter.check("k", 1).is_ok(),
         "a fresh connection after the timeout"
@@ -195,7 +206,7 @@ async fn the_async_limiter_recovers_after_an_outage_longer_than_its_reconnect_at
     }
 
     server.restart();
-    let took = time_to_recover(&limiter, Duration::from_secs(1)).await;
+    let took = time_to_recover(&limiter, RECOVERY_LIMIT).await;
     eprintln!("recovered {took:?} after a long outage");
 }
 
@@ -213,35 +224,31 @@ async fn a_stalled_cluster_gives_a_timeout_error() {
     assert!(limiter.check("k", 1).await.unwrap().allowed);
     assert!(blocking.check("k", 1).unwrap().allowed);
 
-    for mut node in cluster.node_connections() {
-        let _: () = redis::cmd("CLIENT")
-            .arg("PAUSE")
-            .arg(400)
-            .arg("ALL")
-            .query(&mut node)
-            .unwrap();
+    let mut nodes = cluster.node_connections();
+    for node in &mut nodes {
+        stall(node);
     }
     let started = Instant::now();
     let result = limiter.check("k", 1).await;
+    let elapsed = started.elapsed();
     assert!(
         matches!(result, Err(RedisLimitError::Timeout { .. })),
         "{result:?}"
     );
-    assert!(
-        started.elapsed() < Duration::from_millis(250),
-        "took {:?}",
-        started.elapsed()
-    );
+    assert!(elapsed < BOUND, "took {elapsed:?}");
     let started = Instant::now();
     let result = blocking.check("k", 1);
+    let elapsed = started.elapsed();
     assert!(
         result.as_ref().is_err_and(RedisLimitError::is_unavailable),
         "{result:?}"
     );
     // each of the blocking client's round trips is bounded; a retry may add one more
-    assert!(
-        started.elapsed() < Duration::from_millis(350),
-        "took {:?}",
-        started.elapsed()
-    );
+    assert!(elapsed < BOUND, "took {elapsed:?}");
+
+    for node in &mut nodes {
+        resume(node);
+    }
+    assert!(limiter.check("k", 1).await.is_ok());
+    assert!(blocking.check("k", 1).is_ok());
 }

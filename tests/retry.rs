@@ -1,16 +1,21 @@
 //! The retry middleware against wiremock servers: what is retried, how long it waits, and what
 //! the caller gets back when it gives up.
+mod support;
 
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
-use reqwest_middleware::ClientWithMiddleware;
+use http::Extensions;
+use reqwest::{Method, Request, Response};
+use reqwest_middleware::{ClientWithMiddleware, Middleware, Next};
 use reqwest_polite::PoliteClientBuilder;
 use reqwest_polite::retry::{
-    Backoff, Jitter, RetryBudget, RetryError, RetryMiddleware, RetryOverride, RetryPolicy, Sleeper,
+    Backoff, Classify, DefaultClassifier, Jitter, RequestFacts, RetryBudget, RetryError,
+    RetryMiddleware, RetryOverride, RetryPolicy, RetryReason, Sleeper, Verdict,
 };
-use wiremock::matchers::{header, method};
+use support::closed_port;
+use wiremock::matchers::{any, header, header_exists, method, path};
 use wiremock::{Mock, MockServer, ResponseTemplate};
 
 /// Records each wait the middleware asks for and returns at once.
@@ -346,7 +351,19 @@ async fn a_wait_over_the_cap_returns_at_once_with_the_servers_wait() {
     server.verify().await;
 }
 
-#[tokio::test]
+/// Records each wait and lets exactly that much paused tokio time pass, so the deadline sees
+/// the time the waits took, to the nanosecond, without anything being slept.
+#[derive(Clone, Default)]
+struct PausedClockSleeper(Recorder);
+
+impl Sleeper for PausedClockSleeper {
+    fn sleep(&self, wait: Duration) -> std::pin::Pin<Box<dyn Future<Output = ()> + Send>> {
+        self.0.0.lock().unwrap().push(wait);
+        Box::pin(tokio::time::advance(wait))
+    }
+}
+
+#[tokio::test(start_paused = true)]
 async fn never_starts_a_wait_that_ends_past_the_deadline() {
     let server = MockServer::start().await;
     Mock::given(method("GET"))
@@ -354,8 +371,8 @@ async fn never_starts_a_wait_that_ends_past_the_deadline() {
         .expect(3)
         .mount(&server)
         .await;
-    // Constant 100 ms waits, really slept, and a 250 ms deadline: attempts at ~0, ~100 and
-    // ~200 ms; the third wait would end at ~300 ms.
+    // Constant 100 ms waits and a 250 ms deadline: attempts at 0, 100 and 200 ms; the third
+    // wait would end at 300 ms.
     let backoff = Backoff {
         base: Duration::from_millis(100),
         factor: 1.0,
@@ -366,19 +383,39 @@ async fn never_starts_a_wait_that_ends_past_the_deadline() {
         .with_backoff(backoff)
         .with_jitter(Jitter::None)
         .with_deadline(Duration::from_millis(250));
+    let sleeper = PausedClockSleeper::default();
+    // No idle-connection timer: with time paused, tokio would jump to it while a response is
+    // on its way, and the deadline would see that jump.
+    let inner = reqwest::Client::builder()
+        .pool_idle_timeout(None)
+        .build()
+        .unwrap();
     let client = PoliteClientBuilder::new()
+        .client(inner)
         .no_pacing()
-        .retry_policy(policy)
+        .retry(RetryMiddleware::new(policy).with_sleeper(sleeper.clone()))
         .build();
-    let started = std::time::Instant::now();
     let error = client.get(server.uri()).send().await.unwrap_err();
     let error = RetryError::from_middleware(error).expect("a RetryError");
-    assert!(
-        matches!(error, RetryError::DeadlineExceeded { .. }),
-        "{error}"
+    let RetryError::DeadlineExceeded {
+        wait,
+        elapsed,
+        deadline,
+        attempts,
+        ..
+    } = error
+    else {
+        panic!("{error}")
+    };
+    assert_eq!(attempts, 3);
+    assert_eq!(sleeper.0.waits(), [Duration::from_millis(100); 2]);
+    assert_eq!(wait, Duration::from_millis(100), "the wait not started");
+    assert_eq!(
+        elapsed,
+        Duration::from_millis(200),
+        "the two waits, nothing else"
     );
-    assert_eq!(error.attempts(), 3);
-    assert!(started.elapsed() < Duration::from_millis(250));
+    assert_eq!(deadline, Duration::from_millis(250));
     server.verify().await;
 }
 
@@ -523,12 +560,7 @@ async fn a_lost_connection_is_retried_for_get_only() {
 
 #[tokio::test]
 async fn a_refused_connection_is_retried_for_get() {
-    // Bind then drop a listener: nothing listens on that port any more.
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = closed_port();
     let recorder = Recorder::default();
     let error = client(&recorder)
         .get(format!("http://127.0.0.1:{port}/"))
@@ -537,4 +569,291 @@ async fn a_refused_connection_is_retried_for_get() {
         .unwrap_err();
     assert!(error.is_connect(), "{error}");
     assert_eq!(recorder.waits().len(), 2);
+}
+
+#[tokio::test]
+async fn retries_of_429s_draw_on_the_same_budget_as_other_retries() {
+    /// Ten requests to `first_path`, then one GET answered 503: how often that last one was
+    /// retried, with a budget of half the requests (no floor) over a minute.
+    async fn retries_of_a_503_after(first_path: &str) -> (usize, usize) {
+        let server = MockServer::start().await;
+        Mock::given(path("/limited"))
+            .respond_with(ResponseTemplate::new(429).insert_header("retry-after", "1"))
+            .mount(&server)
+            .await;
+        Mock::given(path("/fine"))
+            .respond_with(ResponseTemplate::new(200))
+            .mount(&server)
+            .await;
+        Mock::given(path("/broken"))
+            .respond_with(ResponseTemplate::new(503))
+            .mount(&server)
+            .await;
+        let recorder = Recorder::default();
+        let budget = Arc::new(RetryBudget::new(Duration::from_secs(60), 0.5, 0));
+        let retry = RetryMiddleware::new(RetryPolicy::new().with_max_retries(2))
+            .with_sleeper(recorder.clone())
+            .with_budget(budget);
+        // No pacing layer: each 429 is a plain retry, as any other.
+        let client = PoliteClientBuilder::new().no_pacing().retry(retry).build();
+        for _ in 0..10 {
+            client
+                .get(format!("{}{first_path}", server.uri()))
+                .send()
+                .await
+                .unwrap();
+        }
+        let retries_before = recorder.waits().len();
+        let last = client
+            .get(format!("{}/broken", server.uri()))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(last.status(), 503);
+        (retries_before, recorder.waits().len() - retries_before)
+    }
+
+    // Ten 429s want 20 retries; half of 10 requests is 5, and they take all 5. The 11th
+    // request's share (5.5 in all) leaves nothing for the 503.
+    assert_eq!(retries_of_a_503_after("/limited").await, (5, 0));
+    // The same traffic answered 200 leaves the budget whole: the 503 gets both its retries.
+    assert_eq!(retries_of_a_503_after("/fine").await, (0, 2));
+}
+
+/// A server that answers every request after `delay`, and counts them.
+async fn slow_server(delay: Duration) -> MockServer {
+    let server = MockServer::start().await;
+    Mock::given(any())
+        .respond_with(ResponseTemplate::new(200).set_delay(delay))
+        .mount(&server)
+        .await;
+    server
+}
+
+#[tokio::test]
+async fn a_timeout_is_retried_for_get_and_keyed_posts_only() {
+    // Real time, as reqwest's timeout needs a real socket: a loopback request takes a few
+    // ms, so 200 ms leaves room for a busy machine; the server holds every answer 25 times
+    // as long, so no attempt can get its response in time.
+    let timeout = Duration::from_millis(200);
+    let server = slow_server(Duration::from_secs(5)).await;
+    let cases = [("GET", false, 3), ("POST", false, 1), ("POST", true, 3)];
+    for (verb, keyed, attempts) in cases {
+        let recorder = Recorder::default();
+        let inner = reqwest::Client::builder().timeout(timeout).build().unwrap();
+        let retry = RetryMiddleware::new(RetryPolicy::new().with_max_retries(2))
+            .with_sleeper(recorder.clone());
+        let client = PoliteClientBuilder::new()
+            .client(inner)
+            .no_pacing()
+            .retry(retry)
+            .build();
+        let before = server.received_requests().await.unwrap().len();
+        let mut request =
+            client.request(Method::from_bytes(verb.as_bytes()).unwrap(), server.uri());
+        if keyed {
+            request = request.header("idempotency-key", "order-42");
+        }
+        let error = request.body("").send().await.unwrap_err();
+        let case = format!("{verb}, idempotency key: {keyed}");
+        assert!(error.is_timeout(), "{case}: {error}");
+        let received = server.received_requests().await.unwrap().len() - before;
+        assert_eq!(received, attempts, "{case}");
+        assert_eq!(recorder.waits().len(), attempts - 1, "{case}");
+    }
+}
+
+#[tokio::test]
+async fn status_408_502_504_are_retried_only_when_a_replay_is_safe() {
+    // (method, Idempotency-Key, replay-safe)
+    let cases = [
+        ("GET", false, true),
+        ("PUT", false, true),
+        ("DELETE", false, true),
+        ("POST", false, false),
+        ("PATCH", false, false),
+        ("POST", true, true),
+        ("PATCH", true, true),
+    ];
+    for status in [408, 502, 504] {
+        let server = MockServer::start().await;
+        Mock::given(any())
+            .respond_with(ResponseTemplate::new(status))
+            .mount(&server)
+            .await;
+        for (verb, keyed, replay_safe) in cases {
+            let recorder = Recorder::default();
+            let mut request = client(&recorder)
+                .request(Method::from_bytes(verb.as_bytes()).unwrap(), server.uri())
+                .body("payload");
+            if keyed {
+                request = request.header("idempotency-key", "k-1");
+            }
+            let before = server.received_requests().await.unwrap().len();
+            let response = request.send().await.unwrap();
+            let received = server.received_requests().await.unwrap().len() - before;
+            let case = format!("{status} to {verb}, idempotency key: {keyed}");
+            assert_eq!(
+                response.status(),
+                status,
+                "{case}: the last answer comes back"
+            );
+            let expected = if replay_safe { 3 } else { 1 };
+            assert_eq!(received, expected, "{case}");
+            assert_eq!(recorder.waits().len(), expected - 1, "{case}");
+        }
+    }
+}
+
+/// Numbers each request it sees in an `x-attempt` header.
+#[derive(Clone, Default)]
+struct AttemptCounter(Arc<AtomicU32>);
+
+#[async_trait::async_trait]
+impl Middleware for AttemptCounter {
+    async fn handle(
+        &self,
+        mut req: Request,
+        extensions: &mut Extensions,
+        next: Next<'_>,
+    ) -> reqwest_middleware::Result<Response> {
+        let attempt = self.0.fetch_add(1, Ordering::SeqCst) + 1;
+        req.headers_mut().insert("x-attempt", attempt.into());
+        next.run(req, extensions).await
+    }
+}
+
+#[tokio::test]
+async fn an_inner_layer_sees_every_attempt_retries_included() {
+    let server = MockServer::start().await;
+    Mock::given(header_exists("x-attempt"))
+        .respond_with(ResponseTemplate::new(503))
+        .up_to_n_times(2)
+        .with_priority(1)
+        .mount(&server)
+        .await;
+    Mock::given(header_exists("x-attempt"))
+        .respond_with(ResponseTemplate::new(200))
+        .mount(&server)
+        .await;
+    let counter = AttemptCounter::default();
+    let recorder = Recorder::default();
+    let client = PoliteClientBuilder::new()
+        .no_pacing()
+        .retry(RetryMiddleware::new(RetryPolicy::new()).with_sleeper(recorder.clone()))
+        .with_inner(counter.clone())
+        .build();
+
+    let response = client.get(server.uri()).send().await.unwrap();
+
+    assert_eq!(response.status(), 200);
+    assert_eq!(counter.0.load(Ordering::SeqCst), 3, "one call per attempt");
+    let stamped: Vec<String> = server
+        .received_requests()
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.headers["x-attempt"].to_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(stamped, ["1", "2", "3"], "each attempt went through it");
+    assert_eq!(recorder.waits().len(), 2);
+}
+
+/// Also retries 409 Conflict, when a replay is safe; the default rules otherwise.
+struct RetryConflicts;
+
+impl Classify for RetryConflicts {
+    fn classify(
+        &self,
+        request: &RequestFacts,
+        outcome: Result<&reqwest::Response, &reqwest_middleware::Error>,
+    ) -> Verdict {
+        match outcome {
+            Ok(response) if response.status() == 409 && request.is_replay_safe() => {
+                Verdict::Retry(RetryReason::ServerError(response.status()))
+            }
+            _ => DefaultClassifier.classify(request, outcome),
+        }
+    }
+}
+
+/// Retries nothing, 429s included.
+struct NeverRetry;
+
+impl Classify for NeverRetry {
+    fn classify(
+        &self,
+        _request: &RequestFacts,
+        _outcome: Result<&reqwest::Response, &reqwest_middleware::Error>,
+    ) -> Verdict {
+        Verdict::Done
+    }
+}
+
+/// A server answering `status` (with `Retry-After: 1`) once, then 200; the status the client
+/// got back and how many waits it asked for, with `retry` as the retry layer.
+async fn first_refusal_then_ok(status: u16, retry: RetryMiddleware) -> (u16, usize) {
+    let server = MockServer::start().await;
+    Mock::given(method("GET"))
+        .respond_with(ResponseTemplate::new(status).insert_header("retry-after", "1"))
+        .up_to_n_times(1)
+        .with_priority(1)
+        .mount(&server)
+        .await;
+    Mock::given(method("GET"))
+        .respond_with(ResponseTemplate::new(200))
+        .mount(&server)
+        .await;
+    let recorder = Recorder::default();
+    let client = PoliteClientBuilder::new()
+        .no_pacing()
+        .retry(retry.with_sleeper(recorder.clone()))
+        .build();
+    let response = client.get(server.uri()).send().await.unwrap();
+    (response.status().as_u16(), recorder.waits().len())
+}
+
+#[tokio::test]
+async fn a_classifier_decides_what_is_retried() {
+    let default = || RetryMiddleware::new(RetryPolicy::new());
+    // 409 is not retried by default; the replacing classifier retries it.
+    assert_eq!(first_refusal_then_ok(409, default()).await, (409, 0));
+    let conflicts = default().with_classifier(RetryConflicts);
+    assert_eq!(first_refusal_then_ok(409, conflicts).await, (200, 1));
+    // 429 is retried by default; a classifier that retries nothing returns it as it came.
+    assert_eq!(first_refusal_then_ok(429, default()).await, (200, 1));
+    let never = default().with_classifier(NeverRetry);
+    assert_eq!(first_refusal_then_ok(429, never).await, (429, 0));
+}
+
+#[tokio::test]
+async fn without_budget_only_the_retry_count_bounds_retries() {
+    let server = MockServer::start().await;
+    Mock::given(method("GET"))
+        .respond_with(ResponseTemplate::new(503))
+        .mount(&server)
+        .await;
+    // An empty budget: no floor, no share of requests.
+    let empty = || Arc::new(RetryBudget::new(Duration::from_secs(60), 0.0, 0));
+    let policy = RetryPolicy::new().with_max_retries(2);
+    for (budgeted, attempts) in [(true, 1), (false, 3)] {
+        let recorder = Recorder::default();
+        let mut retry = RetryMiddleware::new(policy.clone())
+            .with_sleeper(recorder.clone())
+            .with_budget(empty());
+        if !budgeted {
+            retry = retry.without_budget();
+        }
+        let client = PoliteClientBuilder::new().no_pacing().retry(retry).build();
+        let before = server.received_requests().await.unwrap().len();
+        let response = client.get(server.uri()).send().await.unwrap();
+        assert_eq!(response.status(), 503);
+        let received = server.received_requests().await.unwrap().len() - before;
+        assert_eq!(received, attempts, "budget on: {budgeted}");
+        assert_eq!(
+            recorder.waits().len(),
+            attempts - 1,
+            "budget on: {budgeted}"
+        );
+    }
 }

@@ -1,12 +1,20 @@
-//! Shared helpers for integration tests: real `redis-server` processes on free loopback ports.
+//! Shared helpers for integration tests: real `redis-server` processes on free loopback ports
+//! (killed with the test process, their files removed), loopback ports, header maps, and
+//! windows no test crosses a boundary of.
 //!
 //! A test file uses them with `mod support;`. Not every file uses every helper.
 #![allow(dead_code, unused_imports)]
 
+mod headers;
 mod ports;
 mod process;
 mod redis_cluster;
 mod redis_server;
+mod windows;
 
+pub use headers::{collect_headers, header_map};
+pub use ports::{closed_port, free_port};
+pub use process::temp_root;
 pub use redis_cluster::RedisCluster;
 pub use redis_server::RedisServer;
+pub use windows::CENTURY;

@@ -4,7 +4,7 @@
 use std::net::{Ipv4Addr, TcpListener};
 
 /// A port free on 127.0.0.1 right now.
-pub(crate) fn free_port() -> u16 {
+pub fn free_port() -> u16 {
     TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
         .and_then(|listener| listener.local_addr())
         .map(|addr| addr.port())
@@ -23,4 +23,10 @@ pub(crate) fn free_cluster_port() -> u16 {
         }
     }
     panic!("no loopback port P with P + 10000 also free after 200 tries")
+}
+
+/// A loopback port with nothing listening on it: bound, then released at once. Another process
+/// could take it meanwhile, which no test here does on purpose; a connection to it is refused.
+pub fn closed_port() -> u16 {
+    free_port()
 }

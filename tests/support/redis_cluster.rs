@@ -87,6 +87,11 @@ impl RedisCluster {
         self.nodes.iter().map(RedisProcess::url).collect()
     }
 
+    /// The nodes' process ids.
+    pub fn pids(&self) -> Vec<u32> {
+        self.nodes.iter().filter_map(RedisProcess::pid).collect()
+    }
+
     /// A synchronous connection to each node, for inspecting state in tests.
     pub fn node_connections(&self) -> Vec<redis::Connection> {
         self.urls()

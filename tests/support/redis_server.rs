@@ -34,6 +34,11 @@ impl RedisServer {
         self.process.port()
     }
 
+    /// The server's process id, while it runs.
+    pub fn pid(&self) -> Option<u32> {
+        self.process.pid()
+    }
+
     /// Kills the server; the port stays reserved for [`restart`](Self::restart).
     pub fn stop(&mut self) {
         self.process.stop();

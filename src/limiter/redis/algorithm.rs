@@ -245,6 +245,11 @@ fn micros_duration(value: &Value, field: &str) -> Result<Option<Duration>, Redis
     if text.is_empty() {
         return Ok(None);
     }
+    // The scripts' `%.3f` text, read digit by digit: through an f64, µs × 1000 loses
+    // nanoseconds beyond 2^53 ns (about 104 days) and may round them down.
+    if let Some(exact) = plain_decimal_micros(text) {
+        return Ok(Some(exact));
+    }
     let micros: f64 = text
         .parse()
         .map_err(|_| unexpected(format!("{field}: not a number")))?;
@@ -254,6 +259,27 @@ fn micros_duration(value: &Value, field: &str) -> Result<Option<Duration>, Redis
     let nanos = (micros.max(0.0) * 1000.0).ceil();
     // `as` saturates: an infinite wait becomes the longest Duration we can build from nanos
     Ok(Some(Duration::from_nanos(nanos as u64)))
+}
+
+/// `<digits>[.<digits>]` µs as a `Duration`, rounded up to the nanosecond; `None` for any
+/// other form (signs, exponents, `inf`) or a value beyond `Duration`.
+fn plain_decimal_micros(text: &str) -> Option<Duration> {
+    let (whole, fraction) = text.split_once('.').unwrap_or((text, ""));
+    let digits = |part: &str| part.bytes().all(|b| b.is_ascii_digit());
+    if whole.is_empty() || !digits(whole) || !digits(fraction) {
+        return None;
+    }
+    let whole: u64 = whole.parse().ok()?;
+    let mut nanos = 0;
+    for place in 0..3 {
+        let digit = fraction
+            .as_bytes()
+            .get(place)
+            .map_or(0, |b| u64::from(b - b'0'));
+        nanos = nanos * 10 + digit;
+    }
+    let beyond_nanos = fraction.bytes().skip(3).any(|b| b != b'0');
+    Duration::from_micros(whole).checked_add(Duration::from_nanos(nanos + u64::from(beyond_nanos)))
 }
 
 #[cfg(test)]
@@ -370,6 +396,25 @@ mod tests {
         assert!(LimitSpec::sliding_window_log("l".into(), 1, Duration::ZERO).is_err());
         assert!(LimitSpec::fixed_window("f".into(), 0, Duration::from_secs(1)).is_err());
         assert!(LimitSpec::token_bucket("b".into(), 0, 1.0).is_err());
+    }
+
+    #[test]
+    fn long_waits_keep_every_nanosecond() {
+        // a century's reset, beyond 2^53 ns, where µs × 1000 in f64 loses the last digits
+        let reply = Value::Array(vec![
+            Value::Int(0),
+            Value::Int(0),
+            bulk("1357550994918398.000"),
+            bulk("3153600000000000.0015"),
+            bulk("1"),
+            bulk("2"),
+        ]);
+        let got = spec().parse_reply(&reply).unwrap().decision;
+        assert_eq!(got.reset, Duration::from_micros(1_357_550_994_918_398));
+        assert_eq!(
+            got.retry_after,
+            Some(Duration::from_micros(3_153_600_000_000_000) + Duration::from_nanos(2))
+        );
     }
 
     #[test]
