@@ -220,15 +220,16 @@ async fn main() -> ExitCode {
     let attempts = counter.attempts.load(Ordering::Relaxed);
     let status_429 = counter.status_429.load(Ordering::Relaxed);
     let retries = attempts.saturating_sub(requests as u64);
-    let (p50, p99) = (
+    let (p50, p99, max) = (
         latencies.value_at_quantile(0.5),
         latencies.value_at_quantile(0.99),
+        latencies.max(),
     );
 
     println!(
         "{requests} requests: {succeeded} succeeded, {failed} failed; {attempts} attempts \
          ({retries} retries), {status_429} answered 429; {elapsed_ms} ms in all; \
-         latency p50 {p50} ms, p99 {p99} ms"
+         latency p50 {p50} ms, p99 {p99} ms, max {max} ms"
     );
     if args.json {
         let summary = serde_json::json!({
@@ -240,6 +241,7 @@ async fn main() -> ExitCode {
             "elapsed_ms": elapsed_ms,
             "p50_ms": p50,
             "p99_ms": p99,
+            "max_ms": max,
         });
         println!("{summary}");
     }

@@ -33,16 +33,21 @@ static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(())
 /// Runs the sync job through `client()` with its defaults against `api`: every request must
 /// succeed. Returns the time taken, how many responses were 429, and the slowest request.
 async fn sync_job(api: RateLimitedServer) -> Run {
+    sync_job_of(api, TASKS, REQUESTS).await
+}
+
+/// The sync job with `tasks` tasks and `requests` requests.
+async fn sync_job_of(api: RateLimitedServer, tasks: u64, requests: u64) -> Run {
     let _alone = ONE_AT_A_TIME.lock().await;
     let client = reqwest_polite::client();
     let next = Arc::new(AtomicU64::new(0));
     let started = Instant::now();
-    let workers: Vec<_> = (0..TASKS)
+    let workers: Vec<_> = (0..tasks)
         .map(|_| {
             let (client, url, next) = (client.clone(), api.uri(), next.clone());
             tokio::spawn(async move {
                 let mut slowest = Duration::ZERO;
-                while next.fetch_add(1, Ordering::SeqCst) < REQUESTS {
+                while next.fetch_add(1, Ordering::SeqCst) < requests {
                     let sent = Instant::now();
                     let response = client.get(&url).send().await.unwrap();
                     assert_eq!(response.status(), 200, "a request was lost");
@@ -56,7 +61,7 @@ async fn sync_job(api: RateLimitedServer) -> Run {
     for worker in workers {
         slowest = slowest.max(worker.await.unwrap());
     }
-    assert_eq!(api.admitted(), REQUESTS as usize);
+    assert_eq!(api.admitted(), requests as usize);
     if std::env::var_os("PACING_TIMELINE").is_some() {
         let log = api.log();
         let t0 = log[0].at;
@@ -160,4 +165,28 @@ async fn infers_the_quota_of_a_silent_sliding_log() {
     let log = SlidingWindowLog::new(LIMIT, WINDOW).unwrap();
     let api = RateLimitedApi::new().layer(Layer::new("global", Partition::Global, log));
     assert_infers("silent sliding log", api).await;
+}
+
+/// The embedded demo of `polite_fetch`: 8 tasks, 40 requests, 10 per second. Served in order,
+/// no request waits more than one window plus the pause's jitter (1 s + 20%).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_request_of_the_demo_waits_more_than_a_window_and_its_jitter() {
+    let api = RateLimitedApi::global(10, Duration::from_secs(1))
+        .start()
+        .await
+        .unwrap();
+    let run = sync_job_of(api, 8, 40).await;
+    println!(
+        "demo: 40 requests in {:.2} s, {} answered 429, slowest request {:.2} s",
+        run.elapsed.as_secs_f64(),
+        run.rejected,
+        run.slowest.as_secs_f64()
+    );
+    assert_eq!(run.rejected, 0);
+    // 1.2 s, and 100 ms for round trips and a loaded 2-core machine.
+    assert!(
+        run.slowest <= Duration::from_millis(1300),
+        "slowest request {:?}",
+        run.slowest
+    );
 }

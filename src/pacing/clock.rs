@@ -1,4 +1,5 @@
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use crate::limiter::Clock;
@@ -41,13 +42,21 @@ impl Clock for TokioClock {
 
 /// Our clock seen through governor's clock trait (governor accepts `Duration` as an instant),
 /// so the GCRA and the sleeps share one time source.
+///
+/// `lag` (nanoseconds) is taken off while one check runs: a request that woke late because
+/// tokio's timer ticks in whole milliseconds is checked at the instant it was due, so the
+/// lateness is not lost from the rate at every permit.
 #[derive(Clone)]
-pub(crate) struct GovernorClock(pub(crate) Arc<dyn Clock>);
+pub(crate) struct GovernorClock {
+    pub(crate) clock: Arc<dyn Clock>,
+    pub(crate) lag: Arc<AtomicU64>,
+}
 
 impl governor::clock::Clock for GovernorClock {
     type Instant = Duration;
 
     fn now(&self) -> Duration {
-        self.0.now()
+        let lag = Duration::from_nanos(self.lag.load(Ordering::Relaxed));
+        self.clock.now().saturating_sub(lag)
     }
 }

@@ -3,6 +3,7 @@
 
 use std::num::NonZeroU32;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use governor::RateLimiter;
@@ -12,6 +13,10 @@ use governor::state::{InMemoryState, NotKeyed};
 use super::clock::GovernorClock;
 use super::config::RequestRate;
 use crate::limiter::Clock;
+
+/// The most lateness forgiven: tokio's timer ticks in whole milliseconds, so a sleeper wakes up
+/// to a tick late; anything later is a request that came late, not a timer.
+pub(crate) const MAX_TIMER_LAG: Duration = Duration::from_millis(2);
 
 /// The outcome of one attempt to take from a local bucket.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -32,6 +37,8 @@ pub(crate) enum Take {
 pub(crate) struct LocalBucket {
     limiter: RateLimiter<NotKeyed, InMemoryState, GovernorClock, NoOpMiddleware<Duration>>,
     clock: Arc<dyn Clock>,
+    /// Shared with the limiter's clock: see [`GovernorClock`].
+    lag: Arc<AtomicU64>,
     period: Duration,
     refunds: u32,
     /// When the bucket is full again (GCRA's theoretical arrival time): from then on it is
@@ -41,9 +48,15 @@ pub(crate) struct LocalBucket {
 
 impl LocalBucket {
     pub(crate) fn new(rate: RequestRate, clock: Arc<dyn Clock>) -> LocalBucket {
+        let lag = Arc::new(AtomicU64::new(0));
+        let governor_clock = GovernorClock {
+            clock: clock.clone(),
+            lag: lag.clone(),
+        };
         LocalBucket {
-            limiter: RateLimiter::direct_with_clock(rate.quota(), GovernorClock(clock.clone())),
+            limiter: RateLimiter::direct_with_clock(rate.quota(), governor_clock),
             clock,
+            lag,
             period: rate.period(),
             refunds: 0,
             full_at: Duration::ZERO,
@@ -52,13 +65,22 @@ impl LocalBucket {
 
     /// Takes `cost` (at least 1) if it fits now.
     pub(crate) fn try_take(&mut self, cost: u32) -> Take {
+        self.try_take_late(cost, Duration::ZERO)
+    }
+
+    /// Takes `cost` (at least 1) if it fits, for a request that was due `late` ago (a timer's
+    /// lateness, at most [`MAX_TIMER_LAG`]): it is checked as of when it was due.
+    pub(crate) fn try_take_late(&mut self, cost: u32, late: Duration) -> Take {
         let cost = cost.max(1);
         if self.refunds >= cost {
             self.refunds -= cost;
             return Take::Taken;
         }
         let cells = NonZeroU32::new(cost).unwrap_or(NonZeroU32::MIN);
+        let lag = late.min(MAX_TIMER_LAG).as_nanos() as u64;
+        self.lag.store(lag, Ordering::Relaxed);
         let outcome = self.limiter.check_n(cells);
+        self.lag.store(0, Ordering::Relaxed);
         let now = self.clock.now();
         match outcome {
             Ok(Ok(())) => {
@@ -103,6 +125,27 @@ mod tests {
         }
         clock.advance(Duration::from_millis(200));
         assert_eq!(bucket.try_take(2), Take::Taken);
+    }
+
+    #[test]
+    fn a_timers_lateness_is_not_lost_from_the_rate_but_a_late_request_is_not_credited() {
+        let (mut bucket, clock) = bucket(RequestRate::per_second(10).unwrap());
+        assert_eq!(bucket.try_take(1), Take::Taken);
+        // Due at 100 ms, woken at 101 ms: checked as of 100 ms, so the next is due at 200 ms.
+        clock.advance(Duration::from_millis(101));
+        assert_eq!(
+            bucket.try_take_late(1, Duration::from_millis(1)),
+            Take::Taken
+        );
+        clock.advance(Duration::from_millis(98));
+        assert_eq!(bucket.try_take(1), Take::Wait(Duration::from_millis(1)));
+        // 50 ms late is not a timer: only 2 ms are forgiven.
+        clock.advance(Duration::from_millis(151));
+        assert_eq!(
+            bucket.try_take_late(1, Duration::from_millis(50)),
+            Take::Taken
+        );
+        assert_eq!(bucket.try_take(1), Take::Wait(Duration::from_millis(98)));
     }
 
     #[test]

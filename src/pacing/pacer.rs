@@ -214,9 +214,12 @@ impl Pacer {
         started: Duration,
         queue: &Queue,
     ) -> Result<Permit, PacingError> {
+        // When the last wait should have ended: a wake-up after it is the timer's lateness.
+        let mut due: Option<Duration> = None;
         loop {
             let now = self.inner.clock.now();
-            let wait = match self.try_admit(key, cost, now).await? {
+            let late = due.map_or(Duration::ZERO, |due| now.saturating_sub(due));
+            let wait = match self.try_admit(key, cost, now, late).await? {
                 Ok(reservation) => {
                     return Ok(Permit {
                         waited: now.saturating_sub(started),
@@ -240,6 +243,7 @@ impl Pacer {
                 }
                 PacingMode::Wait { .. } => {
                     tracing::trace!(key = %key_digest(key), ?wait, "pacing: waiting");
+                    due = Some(now.saturating_add(wait));
                     // News about the key (a response) may let the request go sooner.
                     tokio::select! {
                         () = tokio::time::sleep(wait) => {}
@@ -279,6 +283,7 @@ impl Pacer {
         key: &str,
         cost: u32,
         now: Duration,
+        late: Duration,
     ) -> Result<Result<Reservation, Duration>, PacingError> {
         let admitted = self.inner.keys.with(key, |state| {
             let ticket = match state.quota.try_reserve(now, u64::from(cost)) {
@@ -287,7 +292,7 @@ impl Pacer {
             };
             let local_taken = state.local.is_some();
             if let Some(local) = &mut state.local {
-                match local.try_take(cost) {
+                match local.try_take_late(cost, late) {
                     Take::Taken => {}
                     Take::Wait(wait) => {
                         state.quota.cancel(ticket, u64::from(cost));
