@@ -3,39 +3,53 @@
 //! processes.
 //!
 //! A [`Pacer`] hands out permits per partition key ([`PartitionKey`]; per host by default,
-//! or any closure over the request: tenant + API key + route). Each permit passes, in order:
+//! or any closure over the request: tenant + API key + route).
+//!
+//! **Permits on one key go out in arrival order.** Each key has a queue: a request that arrives
+//! while others wait queues behind them, and only the head of the queue looks at the buckets
+//! below, sleeping until the earliest time they allow (or until a response brings news about
+//! the key); the others wait to be woken. Without that, a task that has just had its answer
+//! wins every race against sleeping waiters, and under a long load some requests starve until
+//! their maximum wait. The head passes:
 //!
 //! 1. **what the server said** (on by default). Every response's
 //!    [`RateLimitInfo`](crate::RateLimitInfo) is fed back through [`Permit::finish`]. A quota
 //!    the server states (limit per window, remaining, reset) is adopted as a budget per window,
 //!    and requests in flight count against it, so ten concurrent tasks do not all spend the
 //!    last token. When `remaining` reaches 0 or a 429 arrives, a gate closes on the key until
-//!    the reset: every task on that key waits, each with its own jittered wake-up (not before
-//!    the reset by default: waking early only earns a 429), instead of each finding out with
-//!    its own 429. This needs no configured rate;
-//! 2. **a configured rate** ([`RequestRate`]), kept in memory by governor's GCRA, one bucket per key
-//!    or one for the whole pacer ([`BucketScope`]); it applies on top of what the server says,
-//!    so the pacer never exceeds it;
+//!    the reset, for every task on the key, with one jittered draw (after a 429, the retry
+//!    layer's jitter, and the retry layer waits that same draw). A server that states nothing
+//!    is heard too: a bare 429 (or 503) pauses the key, then one request probes alone, and
+//!    the quota and window are inferred from what the server admitted (see the `learned`
+//!    module's docs, and AWS's adaptive CUBIC curve for the quota per window). This needs no
+//!    configured rate;
+//! 2. **a configured rate** ([`RequestRate`]), kept in memory by governor's GCRA, one bucket per
+//!    key or one for the whole pacer ([`BucketScope`]); it applies on top of what the server
+//!    says, so the pacer never exceeds it;
 //! 3. **a shared bucket** ([`SharedBucket`]): a token bucket in Redis (standalone or Cluster)
 //!    that every process takes from, so N processes share one quota instead of each using its
-//!    own. A 429 seen by one process closes a gate in Redis (a key with a TTL, never a client
-//!    timestamp) that every other process sees with its next take from Redis (read in the same
-//!    round trip, at most once per 100 ms). Optional leases take K tokens
-//!    per round trip and spend them locally: round trips fall to 1/K per request, and the
-//!    processes together may run ahead of the quota by at most K × processes requests.
-//!    While Redis is out of reach the bucket fails open (default, with a rate-limited
-//!    warning), fails closed, or falls back to a local bucket at the quota divided by the
-//!    number of processes ([`StoreFailure`]); it is tried again every 200 ms, so the pacer is
-//!    back on the shared bucket within a second of Redis returning.
+//!    own. Only the head of each queue asks Redis, so round trips stay near one per request
+//!    however many requests wait. A 429 seen by one process closes a gate in Redis (a key with
+//!    a TTL, never a client timestamp) that every other process sees with its next take from
+//!    Redis (read in the same round trip, at most once per 100 ms). Optional leases take K
+//!    tokens per round trip and spend them locally: round trips fall to 1/K per request, and
+//!    the processes together may run ahead of the quota by at most K × processes requests;
+//!    across processes, strict order is not possible, but processes take turns for leases
+//!    (see [`SharedBucket::lease`]). While Redis is out of reach the bucket fails open
+//!    (default, with a rate-limited warning), fails closed, or falls back to a local bucket at
+//!    the quota divided by the number of processes ([`StoreFailure`]); it is tried again
+//!    every 200 ms, so the pacer is back on the shared bucket within a second of Redis
+//!    returning.
 //!
-//! A request that may not go yet waits, up to a maximum, or is refused at once
-//! ([`PacingMode`]); a refusal is a [`PacingError`] carrying the wait.
+//! A request that may not go yet waits, up to a maximum (its time in the queue included), or
+//! is refused at once ([`PacingMode`]); a refusal is a [`PacingError`] carrying the wait.
 //!
-//! Waiting is cancellation-safe: a round only takes what lets the request go at once, and
-//! sleeps (with tokio's clock) otherwise, so a future dropped while it waits has consumed
-//! nothing and leaves no task behind. (One dropped during the Redis call itself may have
-//! taken its token: the script runs whether or not anyone reads the answer.) [`PacingMiddleware`] does all this per attempt inside a `reqwest-middleware` stack,
-//! under the retry middleware so that retries are paced too.
+//! Waiting is cancellation-safe: a request dropped in the queue has taken nothing and leaves
+//! the queue whole; a head dropped while it acts passes its turn on and gives back what it took
+//! from this process's buckets. (One dropped during the Redis call itself may have taken its
+//! token there: the script runs whether or not anyone reads the answer.)
+//! [`PacingMiddleware`] does all this per attempt inside a `reqwest-middleware` stack, under
+//! the retry middleware so that retries are paced too.
 //!
 //! # Example: partner sync, many workers, one quota
 //!

@@ -94,8 +94,18 @@ impl Leases {
         let lease = keys.entry(key.to_owned()).or_default();
         lease.tokens = want.saturating_sub(cost);
         lease.lapses_at = now.saturating_add(LEASE_LIFETIME);
-        lease.ask_again_at = now.saturating_add(self.refill(missing));
-        lease.refusals /= 2;
+        // Having just had a lease, this process yields: it asks again up to one lease's refill
+        // after the store could serve it, so a process that was refused gets the next one.
+        let yielding = if missing > 0 {
+            self.refill(want)
+                .mul_f64(rand::RngExt::random_range(&mut rand::rng(), 0.0..=1.0))
+        } else {
+            Duration::ZERO
+        };
+        lease.ask_again_at = now
+            .saturating_add(self.refill(missing))
+            .saturating_add(yielding);
+        lease.refusals = 0;
     }
 
     /// Holds `key`'s lease back until `until`: the shared gate is closed.
@@ -106,8 +116,14 @@ impl Leases {
     }
 
     /// Processes refused a lease are all told the same wait and would collide again: each
-    /// adds a random delay of up to one lease's refill per recent refusal (at most 8), so
-    /// they fall into turns. Single requests (no lease) keep the store's wait.
+    /// adds a random delay of up to one lease's refill, divided by its refusals in a row (at
+    /// most 8), so the process refused longest asks soonest and processes take turns; the
+    /// process that won the last lease yields (see [`fill`](Self::fill)). Single requests (no
+    /// lease) keep the store's wait.
+    ///
+    /// The bound: a process refused n times in a row waits at most the store's wait plus
+    /// `refill / n` per ask, and the winners of the leases in between yield up to a refill
+    /// each, so a waiting process is served after at most a few leases' refill time.
     pub(super) fn spread_refused(&self, key: &str, want: u64, wait: Duration) -> Duration {
         if want <= 1 {
             return wait;
@@ -118,7 +134,7 @@ impl Leases {
             lease.refusals = lease.refusals.saturating_add(1).min(8);
             lease.refusals
         };
-        let reach = self.refill(want).saturating_mul(refusals);
+        let reach = self.refill(want) / refusals;
         let share = rand::RngExt::random_range(&mut rand::rng(), 0.0..=1.0);
         wait.saturating_add(reach.mul_f64(share))
     }
@@ -140,13 +156,17 @@ mod tests {
     fn a_lease_is_spent_then_asks_again_once_the_store_has_refilled_it() {
         let leases = Leases::new(MS * 10);
         assert_eq!(leases.spend("k", 1, Duration::ZERO), LeaseSpend::AskStore);
-        // A lease of 5 for a request of 1; the store has 2 left, so 3 more take 30 ms.
+        // A lease of 5 for a request of 1; the store has 2 left, so 3 more take 30 ms, and this
+        // process yields up to a lease's refill (50 ms) more.
         leases.fill("k", 5, 1, 2, Duration::ZERO);
         for _ in 0..4 {
             assert_eq!(leases.spend("k", 1, MS), LeaseSpend::Spent);
         }
-        assert_eq!(leases.spend("k", 1, MS), LeaseSpend::AskLater(MS * 29));
-        assert_eq!(leases.spend("k", 1, MS * 30), LeaseSpend::AskStore);
+        let LeaseSpend::AskLater(wait) = leases.spend("k", 1, MS) else {
+            panic!("the spent lease should ask later");
+        };
+        assert!(wait >= MS * 29 && wait <= MS * 79, "{wait:?}");
+        assert_eq!(leases.spend("k", 1, MS * 80), LeaseSpend::AskStore);
     }
 
     #[test]
@@ -160,14 +180,43 @@ mod tests {
     }
 
     #[test]
-    fn refused_leases_spread_wider_with_each_refusal_in_a_row() {
+    fn the_process_refused_longest_asks_soonest() {
         let leases = Leases::new(MS * 10);
         let wait = MS * 50;
         assert_eq!(leases.spread_refused("k", 1, wait), wait);
         for refusal in 1..=10u32 {
             let spread = leases.spread_refused("k", 5, wait);
-            let reach = MS * 50 * refusal.min(8);
+            let reach = MS * 50 / refusal.min(8);
             assert!(spread >= wait && spread <= wait + reach, "{spread:?}");
         }
+        // A lease resets the count: the next refusal spreads over a whole refill again.
+        leases.fill("k", 5, 1, 5, Duration::ZERO);
+        let spreads: Vec<Duration> = (0..200)
+            .map(|_| {
+                leases.fill("k", 5, 1, 5, Duration::ZERO);
+                leases.spread_refused("k", 5, wait)
+            })
+            .collect();
+        assert!(spreads.iter().any(|s| *s > wait + MS * 25), "{spreads:?}");
+    }
+
+    #[test]
+    fn a_process_that_just_had_a_lease_yields_up_to_one_refill() {
+        let leases = Leases::new(MS * 10);
+        // The store had 2 left of the 5 asked for: 3 missing take 30 ms, then up to 50 ms more.
+        let asks: Vec<Duration> = (0..200)
+            .map(|_| {
+                leases.fill("k", 5, 5, 2, Duration::ZERO);
+                match leases.spend("k", 1, MS) {
+                    LeaseSpend::AskLater(wait) => wait + MS,
+                    other => panic!("{other:?}"),
+                }
+            })
+            .collect();
+        assert!(
+            asks.iter().all(|a| *a >= MS * 30 && *a <= MS * 80),
+            "{asks:?}"
+        );
+        assert!(asks.iter().any(|a| *a > MS * 55), "{asks:?}");
     }
 }
