@@ -20,6 +20,10 @@ struct FakeStore {
     down: AtomicBool,
     takes: AtomicU64,
     gate_reads: AtomicU64,
+    /// How long a take travels before the store acts on it (a round trip's first half).
+    delay: Mutex<Duration>,
+    /// Takes that took tokens.
+    taken: AtomicU64,
 }
 
 #[derive(Default)]
@@ -62,6 +66,10 @@ impl SharedStore for FakeStore {
     async fn take(&self, _key: &str, cost: u64) -> Result<StoreTake, String> {
         self.check_up()?;
         self.takes.fetch_add(1, Ordering::SeqCst);
+        let delay = *self.delay.lock().unwrap();
+        if !delay.is_zero() {
+            tokio::time::sleep(delay).await;
+        }
         let mut state = self.state.lock().unwrap();
         FakeStore::refill(&mut state);
         let cost = cost as f64;
@@ -70,6 +78,7 @@ impl SharedStore for FakeStore {
         }
         if state.tokens >= cost {
             state.tokens -= cost;
+            self.taken.fetch_add(1, Ordering::SeqCst);
             Ok(StoreTake::Taken {
                 remaining: state.tokens.floor() as u64,
             })
@@ -268,6 +277,53 @@ async fn dropped_waiters_leave_the_store_tokens_as_they_were() {
         "{}",
         store.tokens()
     );
+}
+
+#[tokio::test(start_paused = true)]
+async fn waiters_dropped_anywhere_even_during_a_store_call_take_no_store_token() {
+    use rand::{RngExt, SeedableRng};
+    let mut rng = rand::rngs::StdRng::seed_from_u64(11);
+    let store = Arc::new(FakeStore::default());
+    // Every take travels 3 ms before the store acts on it: a drop then takes nothing there.
+    *store.delay.lock().unwrap() = ms(3);
+    let local = RequestRate::per_second(1000).unwrap().with_burst(10);
+    let pacer = Pacer::builder()
+        .rate(local)
+        .shared(SharedBucket::from_store(store.clone(), rate()))
+        .build();
+    let served = Arc::new(AtomicU64::new(0));
+    let mut waiters: Vec<_> = (0..1000)
+        .map(|_| {
+            let (pacer, served) = (pacer.clone(), served.clone());
+            tokio::spawn(async move {
+                let permit = pacer.acquire("k", 1).await.unwrap();
+                served.fetch_add(1, Ordering::SeqCst);
+                drop(permit);
+            })
+        })
+        .collect();
+    // Drop 900 at random points of the queue and at random moments, many of them while the
+    // head is inside its store call.
+    let mut order: Vec<usize> = (0..1000).collect();
+    for i in (1..order.len()).rev() {
+        order.swap(i, rng.random_range(0..=i));
+    }
+    for chunk in order[..900].chunks(9) {
+        for &i in chunk {
+            waiters[i].abort();
+        }
+        tokio::time::sleep(Duration::from_micros(rng.random_range(0..4_000))).await;
+    }
+    for waiter in waiters.drain(..) {
+        let _ = waiter.await;
+    }
+    let served = served.load(Ordering::SeqCst);
+    assert!(served >= 50, "{served} served");
+    // The store gave tokens to exactly the requests that went.
+    assert_eq!(store.taken.load(Ordering::SeqCst), served);
+    // And the queue still works: the next request is served.
+    drop(pacer.acquire("k", 1).await.unwrap());
+    assert_eq!(store.taken.load(Ordering::SeqCst), served + 1);
 }
 
 #[tokio::test(start_paused = true)]
