@@ -42,6 +42,7 @@
 #![warn(missing_docs)]
 
 mod client;
+mod error;
 pub mod headers;
 pub mod limiter;
 #[cfg(feature = "mock")]
@@ -51,6 +52,10 @@ pub mod retry;
 pub mod time;
 
 pub use client::{PoliteClientBuilder, client};
+pub use error::PoliteError;
+/// The client type [`client`] and [`PoliteClientBuilder`] build (re-exported, so that a
+/// program can name it without depending on `reqwest-middleware` itself).
+pub use reqwest_middleware::ClientWithMiddleware;
 
 /// The README's examples, compiled and run as doctests.
 #[cfg(doctest)]

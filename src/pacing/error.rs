@@ -52,4 +52,18 @@ impl PacingError {
             PacingError::CostTooHigh { .. } | PacingError::StoreUnavailable { .. } => None,
         }
     }
+
+    /// The `PacingError` inside a middleware error, or the error back when it is something
+    /// else. [`PoliteError::from_middleware`](crate::PoliteError::from_middleware) reaches the
+    /// retry layer's errors too.
+    pub fn from_middleware(
+        error: reqwest_middleware::Error,
+    ) -> Result<PacingError, reqwest_middleware::Error> {
+        match error {
+            reqwest_middleware::Error::Middleware(inner) => inner
+                .downcast::<PacingError>()
+                .map_err(reqwest_middleware::Error::Middleware),
+            other => Err(other),
+        }
+    }
 }

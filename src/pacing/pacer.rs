@@ -14,6 +14,9 @@ use super::shared::{SharedBucket, SharedCalls, SharedQuota, SharedTake};
 use crate::limiter::Clock;
 use crate::time::Jitter;
 
+/// The shortest sleep after a refusal: one tick of tokio's timer.
+const SHORTEST_SLEEP: Duration = Duration::from_millis(1);
+
 /// Every this many acquires, idle per-key state is dropped (memory stays bounded without a
 /// background task).
 const HOUSEKEEPING_EVERY: u64 = 1024;
@@ -245,8 +248,10 @@ impl Pacer {
                     tracing::trace!(key = %key_digest(key), ?wait, "pacing: waiting");
                     due = Some(now.saturating_add(wait));
                     // News about the key (a response) may let the request go sooner.
+                    // A refusal that says "wait 0" (a fraction of a token rounded down) must
+                    // not spin: the timer's tick is the shortest wait there is.
                     tokio::select! {
-                        () = tokio::time::sleep(wait) => {}
+                        () = tokio::time::sleep(wait.max(SHORTEST_SLEEP)) => {}
                         () = queue.news.notified() => {}
                     }
                 }

@@ -75,6 +75,14 @@ impl RetryError {
         }
     }
 
+    /// The last response, as the server sent it (borrowed).
+    pub fn response(&self) -> &reqwest::Response {
+        match self {
+            RetryError::WaitTooLong { response, .. }
+            | RetryError::DeadlineExceeded { response, .. } => response,
+        }
+    }
+
     /// The last response, as the server sent it.
     pub fn into_response(self) -> reqwest::Response {
         match self {

@@ -108,6 +108,48 @@ impl SharedStore for FakeStore {
     }
 }
 
+/// A store that refuses every take with "wait 0" (a fraction of a token, rounded down), and
+/// panics if asked more than 1,000 times: a pacer that spins on it fails instead of hanging.
+#[derive(Default)]
+struct ZeroWaitStore {
+    takes: AtomicU64,
+}
+
+#[async_trait::async_trait]
+impl SharedStore for ZeroWaitStore {
+    async fn take(&self, _key: &str, _cost: u64) -> Result<StoreTake, String> {
+        let n = self.takes.fetch_add(1, Ordering::SeqCst);
+        assert!(n < 1000, "the pacer spins on a zero wait");
+        Ok(StoreTake::Wait(Duration::ZERO))
+    }
+
+    async fn close_gate(&self, _key: &str, _wait: Duration) -> Result<(), String> {
+        Ok(())
+    }
+
+    async fn gate(&self, _key: &str) -> Result<Duration, String> {
+        Ok(Duration::ZERO)
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_refusal_with_a_zero_wait_sleeps_a_timer_tick_instead_of_spinning() {
+    let store = Arc::new(ZeroWaitStore::default());
+    let pacer = Pacer::builder()
+        .shared(SharedBucket::from_store(store.clone(), rate()))
+        .mode(PacingMode::Wait { max_wait: ms(100) })
+        .build();
+    let refused = tokio::spawn(async move { pacer.acquire("k", 1).await.map(drop) });
+    // The head asks once per millisecond until its maximum wait is spent.
+    tokio::time::sleep(ms(150)).await;
+    assert!(matches!(
+        refused.await.unwrap(),
+        Err(PacingError::WaitTooLong { .. })
+    ));
+    let takes = store.takes.load(Ordering::SeqCst);
+    assert!((99..=102).contains(&takes), "{takes} takes");
+}
+
 fn rate() -> RequestRate {
     RequestRate::per_second(REFILL_PER_SEC as u32)
         .unwrap()

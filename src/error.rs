@@ -1,0 +1,123 @@
+//! One error story for the whole client, whichever layer gave up.
+
+use std::time::Duration;
+
+use crate::pacing::PacingError;
+use crate::retry::RetryError;
+
+/// Why a polite client gave up on a request: the retry layer (the server asked for a wait above
+/// the cap, or the next wait would pass the deadline: both carry the server's response) or the
+/// pacer (the wait for a permit would pass its maximum, the request costs more than the bucket
+/// holds, or the shared store is unreachable and the policy fails closed).
+///
+/// One call turns a `reqwest_middleware::Error` into it; anything else (a connection error, a
+/// timeout) comes back untouched.
+///
+/// ```
+/// use std::time::Duration;
+/// use reqwest_polite::PoliteError;
+/// use wiremock::{Mock, MockServer, ResponseTemplate, matchers::method};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() {
+/// let server = MockServer::start().await;
+/// Mock::given(method("GET"))
+///     .respond_with(ResponseTemplate::new(429).insert_header("retry-after", "3600"))
+///     .mount(&server)
+///     .await;
+/// let client = reqwest_polite::client();
+///
+/// // The server asks for an hour: the retry layer gives up at once, with its response...
+/// let first = client.get(format!("{}/report", server.uri())).send().await.unwrap_err();
+/// let first = PoliteError::from_middleware(first).unwrap();
+/// assert!(first.is_rate_limited());
+/// assert_eq!(first.server_wait(), Some(Duration::from_secs(3600)));
+/// assert_eq!(first.response().map(|r| r.status().as_u16()), Some(429));
+///
+/// // ...and the host is paused for everyone: the next request is refused by the pacer, with
+/// // the wait it would have needed (the server's hour, spread by jitter).
+/// let next = client.get(format!("{}/items", server.uri())).send().await.unwrap_err();
+/// let next = PoliteError::from_middleware(next).unwrap();
+/// assert!(next.is_rate_limited() && next.response().is_none());
+/// assert!(next.wait().unwrap() >= Duration::from_secs(3000));
+/// # }
+/// ```
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum PoliteError {
+    /// The retry layer stopped with the server's last response.
+    #[error(transparent)]
+    Retry(#[from] RetryError),
+    /// The pacer refused a permit.
+    #[error(transparent)]
+    Pacing(#[from] PacingError),
+}
+
+impl PoliteError {
+    /// The polite client's error inside a middleware error, or the error back when it is
+    /// something else (a transport error, another middleware's).
+    pub fn from_middleware(
+        error: reqwest_middleware::Error,
+    ) -> Result<PoliteError, reqwest_middleware::Error> {
+        let error = match RetryError::from_middleware(error) {
+            Ok(retry) => return Ok(PoliteError::Retry(retry)),
+            Err(other) => other,
+        };
+        PacingError::from_middleware(error).map(PoliteError::Pacing)
+    }
+
+    /// Whether a rate limit stopped the request: the server's 429 (or its stated wait), or the
+    /// pacer holding the request back for longer than it may wait.
+    pub fn is_rate_limited(&self) -> bool {
+        match self {
+            PoliteError::Retry(error) => {
+                error.status() == http::StatusCode::TOO_MANY_REQUESTS
+                    || error.server_wait().is_some()
+            }
+            PoliteError::Pacing(error) => error.wait().is_some(),
+        }
+    }
+
+    /// Whether the shared quota's store (Redis) was unreachable and the policy fails closed.
+    pub fn is_store_unavailable(&self) -> bool {
+        matches!(
+            self,
+            PoliteError::Pacing(PacingError::StoreUnavailable { .. })
+        )
+    }
+
+    /// The wait the server asked for, as it stated it (before any jitter), when the retry layer
+    /// gave up on its response.
+    pub fn server_wait(&self) -> Option<Duration> {
+        match self {
+            PoliteError::Retry(error) => error.server_wait(),
+            PoliteError::Pacing(_) => None,
+        }
+    }
+
+    /// Our own wait that was refused (jitter included): the retry wait that would have passed
+    /// the deadline, or the pacer's wait for a permit.
+    pub fn wait(&self) -> Option<Duration> {
+        match self {
+            PoliteError::Retry(RetryError::DeadlineExceeded { wait, .. }) => Some(*wait),
+            PoliteError::Retry(_) => None,
+            PoliteError::Pacing(error) => error.wait(),
+        }
+    }
+
+    /// The server's last response, when the retry layer gave up on one.
+    pub fn response(&self) -> Option<&reqwest::Response> {
+        match self {
+            PoliteError::Retry(error) => Some(error.response()),
+            PoliteError::Pacing(_) => None,
+        }
+    }
+
+    /// The server's last response, taken back, when there was one.
+    pub fn into_response(self) -> Option<reqwest::Response> {
+        match self {
+            PoliteError::Retry(error) => Some(error.into_response()),
+            PoliteError::Pacing(_) => None,
+        }
+    }
+}
