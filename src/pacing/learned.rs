@@ -14,8 +14,10 @@
 //! bounds its window. The key is then paced with that many requests per estimated window, the
 //! first request of each window going alone, so a wrong estimate costs one 429, not a burst.
 //! The quota per window then follows the adaptive curve of [`super::adaptive`]: it probes above
-//! the measured quota, slowly at first, and is cut to 70% when a request inside a window is
-//! refused. A quota the server states, in any response, replaces every estimate at once.
+//! the measured quota, slowly at first; when a request inside a window is refused, the curve is
+//! cut to 70% and grows back, but the quota never falls below what that window admitted (for a
+//! window-based server, its quota measured again). A quota the server states, in any response,
+//! replaces every estimate at once.
 
 use std::time::Duration;
 
@@ -116,8 +118,8 @@ struct Silence {
     admitted: u64,
     /// Admissions in the previous window (what a failed first request of a window measures).
     previous_admitted: u64,
-    /// The quota measured in a whole window, which the curve does not go below (0 after a
-    /// request inside an estimated window was refused: the estimate was too high).
+    /// The quota last measured in a window (what it admitted before a refusal), which the
+    /// curve does not go below.
     floor: u64,
     curve: Cubic,
 }
@@ -521,11 +523,13 @@ impl Silence {
                     next_pause: FIRST_PAUSE,
                 }
             }
-            // Refused inside a window: the quota estimate was too high. Cut it, and wait for
-            // the next window, whose first request goes alone as always.
+            // Refused inside a window: the quota estimate was too high. The curve is cut (it
+            // probes above again only K windows later), but what this window admitted is the
+            // server's quota, measured again: the floor. Wait for the next window, whose first
+            // request goes alone as always.
             Some(window) => {
                 let measured = self.admitted;
-                self.floor = 0;
+                self.floor = measured;
                 self.curve.throttled(measured as f64, self.windows_at(now));
                 self.used = u64::MAX;
                 let next_window = self.window_start.saturating_add(window);

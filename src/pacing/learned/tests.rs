@@ -302,7 +302,7 @@ fn a_bare_throttle_pauses_then_probes_and_the_probe_bounds_the_window() {
 }
 
 #[test]
-fn a_refusal_inside_an_estimated_window_cuts_the_quota_and_waits_for_the_next_window() {
+fn a_refusal_inside_an_estimated_window_floors_the_quota_at_what_it_admitted_and_waits() {
     let mut q = estimated();
     for _ in 0..2 {
         let ticket = reserve(&mut q, MS * 640);
@@ -310,12 +310,16 @@ fn a_refusal_inside_an_estimated_window_cuts_the_quota_and_waits_for_the_next_wi
     }
     let refused = reserve(&mut q, MS * 650);
     // Three were admitted in this window (the probe and two): the key waits for the next
-    // window, with the quota cut to 70% of three.
+    // window. The curve is cut to 70% of three (2.1), but three is what the server admitted:
+    // the quota is three, and grows above it again only once the curve has climbed back.
     assert_eq!(
         see(&mut q, MS * 651, refused, true, &silent()),
         Some(MS * 623)
     );
-    assert_eq!(q.estimate(MS * 651), Some((2, MS * 637)));
+    assert_eq!(q.estimate(MS * 651), Some((3, MS * 637)));
+    // K = ∛(3 × 0.3 / 0.4) ≈ 1.31 windows after the cut the curve is back at 3; two windows
+    // later still under 4.
+    assert_eq!(q.estimate(MS * (651 + 2 * 637)).map(|e| e.0), Some(3));
     assert_eq!(q.try_reserve(MS * 700, 1), Admission::WaitUntil(MS * 1274));
 }
 
