@@ -47,6 +47,11 @@ async fn a_refused_permit_is_a_middleware_error_carrying_the_wait() {
     assert_eq!(server.received_requests().await.unwrap().len(), 1);
 }
 
+/// The `PacingError` inside a refused request's error.
+fn pacing_error(error: reqwest_middleware::Error) -> PacingError {
+    PacingError::from_middleware(error).expect("a PacingError inside")
+}
+
 #[tokio::test]
 async fn a_partition_closure_gives_each_tenant_its_own_quota() {
     let server = server().await;
@@ -60,21 +65,42 @@ async fn a_partition_closure_gives_each_tenant_its_own_quota() {
         .build();
     let send = |tenant: &'static str| client.get(server.uri()).header("x-tenant", tenant).send();
 
-    assert!(send("acme").await.is_ok());
-    assert!(
-        send("globex").await.is_ok(),
-        "another tenant has its own quota"
-    );
-    assert!(send("acme").await.is_err(), "acme's quota is spent");
+    assert_eq!(send("acme").await.unwrap().status(), 200);
+    // Another tenant has its own quota...
+    assert_eq!(send("globex").await.unwrap().status(), 200);
+    // ...and acme's is spent: refused before the network, with the minute it would wait.
+    let refused = pacing_error(send("acme").await.unwrap_err());
+    assert!(matches!(refused, PacingError::Throttled { wait } if wait > Duration::from_secs(59)));
+    let tenants: Vec<String> = server
+        .received_requests()
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.headers["x-tenant"].to_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(tenants, ["acme", "globex"]);
 }
 
 #[tokio::test]
-async fn requests_to_other_hosts_are_paced_apart_by_default() {
+async fn requests_to_other_hosts_and_ports_are_paced_apart_by_default() {
     let (first, second) = (server().await, server().await);
     let client = reqwest_middleware::ClientBuilder::new(reqwest::Client::new())
         .with(PacingMiddleware::new(fail_fast_pacer()))
         .build();
-    assert!(client.get(first.uri()).send().await.is_ok());
-    assert!(client.get(second.uri()).send().await.is_ok());
-    assert!(client.get(first.uri()).send().await.is_err());
+    let port = first.address().port();
+    // Two host names for one server: two partitions (the default is per host and port).
+    let by_ip = format!("http://127.0.0.1:{port}/");
+    let by_name = format!("http://localhost:{port}/");
+    assert_eq!(client.get(&by_ip).send().await.unwrap().status(), 200);
+    assert_eq!(client.get(&by_name).send().await.unwrap().status(), 200);
+    // Another port of the same host: a third.
+    assert_eq!(client.get(second.uri()).send().await.unwrap().status(), 200);
+    // The first partition's quota is spent: refused before the network.
+    let refused = pacing_error(client.get(&by_ip).send().await.unwrap_err());
+    assert!(
+        matches!(refused, PacingError::Throttled { .. }),
+        "{refused:?}"
+    );
+    assert_eq!(first.received_requests().await.unwrap().len(), 2);
+    assert_eq!(second.received_requests().await.unwrap().len(), 1);
 }
