@@ -104,3 +104,34 @@ async fn requests_to_other_hosts_and_ports_are_paced_apart_by_default() {
     assert_eq!(first.received_requests().await.unwrap().len(), 2);
     assert_eq!(second.received_requests().await.unwrap().len(), 1);
 }
+
+#[tokio::test]
+async fn the_retry_deadline_bounds_the_wait_for_a_permit() {
+    let server = server().await;
+    let pacer = Pacer::builder()
+        .rate(RequestRate::new(1, Duration::from_secs(10)).unwrap())
+        .build();
+    let client = reqwest_polite::PoliteClientBuilder::new()
+        .retry_policy(
+            reqwest_polite::retry::RetryPolicy::new().with_deadline(Duration::from_millis(200)),
+        )
+        .pacer(pacer)
+        .build();
+    assert_eq!(client.get(server.uri()).send().await.unwrap().status(), 200);
+    // The next permit is 10 s away, past the request's 200 ms deadline: refused at once
+    // instead of waiting the pacer's own 60 s maximum.
+    let asked = std::time::Instant::now();
+    let refused = pacing_error(client.get(server.uri()).send().await.unwrap_err());
+    // Generous: "at once" on a loaded machine; the wait it refused is 10 s.
+    assert!(
+        asked.elapsed() < Duration::from_millis(150),
+        "{:?}",
+        asked.elapsed()
+    );
+    let PacingError::WaitTooLong { wait, max_wait } = refused else {
+        panic!("{refused:?}");
+    };
+    assert!(wait > Duration::from_secs(9), "{wait:?}");
+    assert!(max_wait <= Duration::from_millis(200), "{max_wait:?}");
+    assert_eq!(server.received_requests().await.unwrap().len(), 1);
+}

@@ -7,7 +7,7 @@ use reqwest_middleware::{Middleware, Next};
 use super::key::{PartitionKey, PerHost};
 use super::pacer::Pacer;
 use crate::headers::RateLimitInfo;
-use crate::time::{DrawnWait, RequestJitter};
+use crate::time::{DrawnWait, RequestDeadline, RequestJitter};
 
 /// Paces every attempt of a request: awaits a permit for the request's partition key, sends,
 /// then feeds the response's [`RateLimitInfo`] back to the [`Pacer`].
@@ -90,9 +90,10 @@ impl Middleware for PacingMiddleware {
         next: Next<'_>,
     ) -> reqwest_middleware::Result<Response> {
         let key = self.partition.key_of(&request);
+        let deadline = extensions.get::<RequestDeadline>().map(|d| d.0);
         let permit = self
             .pacer
-            .acquire(&key, 1)
+            .acquire_by(&key, 1, deadline)
             .await
             .map_err(reqwest_middleware::Error::middleware)?;
         let jitter = extensions.get::<RequestJitter>().map(|j| j.0);

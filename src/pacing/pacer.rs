@@ -185,11 +185,31 @@ impl Pacer {
     /// back; a Redis call already sent may have taken its token: the script runs whether or
     /// not anyone reads the answer).
     pub async fn acquire(&self, key: &str, cost: u32) -> Result<Permit, PacingError> {
+        self.acquire_by(key, cost, None).await
+    }
+
+    /// [`acquire`](Self::acquire), waiting no later than `deadline` either (the retry layer's
+    /// deadline, in [`PacingMiddleware`](super::PacingMiddleware)): a permit that could only
+    /// come later is refused at once with [`PacingError::WaitTooLong`], whose `max_wait` is
+    /// then the time that was left.
+    pub(super) async fn acquire_by(
+        &self,
+        key: &str,
+        cost: u32,
+        deadline: Option<tokio::time::Instant>,
+    ) -> Result<Permit, PacingError> {
         let cost = cost.max(1);
         self.housekeeping();
         let started = self.inner.clock.now();
+        let mode = match (self.inner.mode, deadline) {
+            (PacingMode::Wait { max_wait }, Some(deadline)) => PacingMode::Wait {
+                max_wait: max_wait
+                    .min(deadline.saturating_duration_since(tokio::time::Instant::now())),
+            },
+            (mode, _) => mode,
+        };
         let queue = self.inner.keys.queue(key);
-        let turn = match self.inner.mode {
+        let turn = match mode {
             PacingMode::Wait { max_wait } => {
                 match tokio::time::timeout(max_wait, queue.turn.acquire()).await {
                     Ok(turn) => turn,
@@ -206,7 +226,7 @@ impl Pacer {
         };
         // The semaphore is never closed.
         let _turn = turn.expect("a pacing queue is never closed");
-        self.serve_head(key, cost, started, &queue).await
+        self.serve_head(key, cost, started, &queue, mode).await
     }
 
     /// The head of the queue: looks at the buckets until the request may go.
@@ -216,6 +236,7 @@ impl Pacer {
         cost: u32,
         started: Duration,
         queue: &Queue,
+        mode: PacingMode,
     ) -> Result<Permit, PacingError> {
         // When the last wait should have ended: a wake-up after it is the timer's lateness.
         let mut due: Option<Duration> = None;
@@ -232,7 +253,7 @@ impl Pacer {
                 Err(wait) => wait,
             };
             let total = now.saturating_sub(started).saturating_add(wait);
-            match self.inner.mode {
+            match mode {
                 PacingMode::FailFast => {
                     tracing::debug!(key = %key_digest(key), ?wait, "pacing: rejected, fail fast");
                     return Err(PacingError::Throttled { wait });

@@ -12,7 +12,7 @@ use super::{
     TokioSleeper, Verdict,
 };
 use crate::headers::RateLimitInfo;
-use crate::time::{DrawnWait, RequestJitter};
+use crate::time::{DrawnWait, RequestDeadline, RequestJitter};
 
 /// A per-request override of the client's retry behaviour, set as a request extension.
 ///
@@ -167,6 +167,10 @@ impl Middleware for RetryMiddleware {
         }
         // An inner layer that pauses the key on a 429 spreads that pause as this policy says.
         extensions.insert(RequestJitter(policy.jitter));
+        // An inner layer that makes the request wait (the pacer) does not wait past this.
+        if let Some(deadline) = policy.deadline {
+            extensions.insert(RequestDeadline(start + deadline));
+        }
         let mut attempts: u32 = 0;
         let mut held_retries: u32 = 0;
         loop {

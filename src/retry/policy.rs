@@ -121,7 +121,9 @@ impl RetryPolicy {
         self
     }
 
-    /// A total budget of time from the first attempt: no wait is started that would end past it.
+    /// A total budget of time from the first attempt: no wait is started that would end past it,
+    /// the pacer's wait for a permit included (it refuses at once a permit it could only grant
+    /// later).
     pub const fn with_deadline(mut self, deadline: Duration) -> Self {
         self.deadline = Some(deadline);
         self

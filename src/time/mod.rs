@@ -32,3 +32,9 @@ pub struct DrawnWait(pub Duration);
 /// inner layer drawing a wait for that request spreads it the same way.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct RequestJitter(pub Jitter);
+
+/// When the outermost retry layer gives up on the request (its policy's deadline), carried in
+/// the request's extensions so that an inner layer never waits past it: the pacer refuses a
+/// permit it could only grant later.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RequestDeadline(pub tokio::time::Instant);
