@@ -515,3 +515,28 @@ fn retry_after_ms_render_then_parse_is_never_early() {
     let info = RateLimitInfo::from_headers_at(&headers, at(SERVER_NOW));
     assert_eq!(info.retry_after, Some(Duration::from_millis(26)));
 }
+
+#[test]
+fn a_response_served_from_a_cache_states_no_quota_but_keeps_retry_after() {
+    let now = at(SERVER_NOW);
+    let fields = [
+        ("ratelimit-policy", r#""burst";q=100;w=60"#),
+        ("ratelimit", r#""burst";r=0;t=30"#),
+        ("x-ratelimit-remaining", "0"),
+        ("retry-after", "5"),
+    ];
+    let fresh = parse(&fields, now);
+    assert_eq!(fresh.remaining, Some(0));
+    let cached = parse(&[&fields[..], &[("age", "12")]].concat(), now);
+    assert!(cached.policies.is_empty(), "{cached:?}");
+    assert_eq!(
+        (cached.limit, cached.remaining, cached.reset),
+        (None, None, None)
+    );
+    assert_eq!(cached.retry_after, secs(5));
+    // `Age: 0` is fresh, and a malformed `Age` says nothing: both keep their quota.
+    for age in ["0", "soon"] {
+        let info = parse(&[&fields[..], &[("age", age)]].concat(), now);
+        assert_eq!(info.remaining, Some(0), "age {age}");
+    }
+}

@@ -229,10 +229,16 @@ impl RateLimitInfo {
     /// ```
     pub fn from_headers_at(headers: &http::HeaderMap, now: SystemTime) -> RateLimitInfo {
         let clock = receipt::ReceiptClock::new(headers, now);
-        let mut policies = ietf::policies(headers);
-        policies.extend(drafts::policies(headers));
-        policies.extend(legacy::policies(headers, &clock));
-        policies.extend(vendor::policies(headers, &clock));
+        // A response served from a cache (`Age` above 0) speaks of a quota as it was when the
+        // origin answered, maybe for another client: its quota fields are ignored (the IETF
+        // draft asks so). `Retry-After` is still read.
+        let mut policies = Vec::new();
+        if !served_from_cache(headers) {
+            policies.extend(ietf::policies(headers));
+            policies.extend(drafts::policies(headers));
+            policies.extend(legacy::policies(headers, &clock));
+            policies.extend(vendor::policies(headers, &clock));
+        }
         let governing = governing(&policies).cloned();
         RateLimitInfo {
             limit: governing.as_ref().and_then(|p| p.quota),
@@ -243,6 +249,16 @@ impl RateLimitInfo {
             policies,
         }
     }
+}
+
+/// Whether the response says it was served from a cache: an `Age` of at least one second.
+/// A malformed `Age` says nothing.
+fn served_from_cache(headers: &http::HeaderMap) -> bool {
+    headers
+        .get(http::header::AGE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .is_some_and(|age| age > 0)
 }
 
 /// The most restrictive policy: smallest remaining, then longest reset, then first stated.
