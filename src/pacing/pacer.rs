@@ -10,7 +10,7 @@ use super::keys::{KeyTable, Queue};
 use super::learned::{Admission, Ticket};
 use super::local::{LocalBucket, Take};
 use super::permit::{Permit, Reservation};
-use super::shared::{SharedBucket, SharedCalls, SharedQuota, SharedTake};
+use super::shared::{SharedBucket, SharedCalls, SharedQuota, SharedTake, StoreHealthReport};
 use crate::limiter::Clock;
 use crate::time::Jitter;
 
@@ -295,6 +295,14 @@ impl Pacer {
             .shared
             .as_ref()
             .map_or_else(SharedCalls::default, SharedQuota::calls)
+    }
+
+    /// How the shared bucket's store (Redis) has fared, when there is one: whether it answers,
+    /// how many outages there were, and how many requests the failure policy decided. An
+    /// outage is also told as a `tracing` warning, and on stderr when the program installed no
+    /// `tracing` subscriber.
+    pub fn store_health(&self) -> Option<StoreHealthReport> {
+        self.inner.shared.as_ref().map(SharedQuota::health)
     }
 
     /// How many keys the pacer holds state for (queues, learned quotas, local buckets); idle

@@ -17,6 +17,37 @@ pub(super) struct StoreHealth {
     /// The store is not tried again before this (0: healthy).
     retry_at: AtomicU64,
     last_warning_at: AtomicU64,
+    /// Outages seen (a failure after the store had answered, or first of all).
+    outages: AtomicU64,
+    /// Requests decided by the failure policy instead of the store.
+    without_store: AtomicU64,
+}
+
+/// How a pacer's shared store has fared: poll it to see an outage without installing a
+/// `tracing` subscriber. From [`Pacer::store_health`](crate::pacing::Pacer::store_health).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct StoreHealthReport {
+    /// Whether the store answered the last call (or has not been asked yet).
+    pub reachable: bool,
+    /// Outages so far: each run of failures after the store had answered.
+    pub outages: u64,
+    /// Requests decided by the failure policy (let through, refused, or paced locally) because
+    /// the store was out of reach.
+    pub decided_without_store: u64,
+}
+
+/// Says `message` where a person will see it: as a `tracing` event, and on stderr too when the
+/// program installed no `tracing` subscriber (an outage must not pass unnoticed).
+fn tell(warning: bool, message: std::fmt::Arguments<'_>) {
+    if warning {
+        tracing::warn!("{message}");
+    } else {
+        tracing::info!("{message}");
+    }
+    if !tracing::dispatcher::has_been_set() {
+        eprintln!("reqwest-polite: {message}");
+    }
 }
 
 impl StoreHealth {
@@ -29,16 +60,45 @@ impl StoreHealth {
     /// The store answered.
     pub(super) fn answered(&self) {
         if self.retry_at.swap(0, Ordering::Relaxed) != 0 {
-            tracing::info!("pacing: shared quota store reachable again");
+            tell(
+                false,
+                format_args!("pacing: shared quota store reachable again"),
+            );
         }
     }
 
-    /// The store failed at `now`: it is set aside until the next probe. Returns whether this
-    /// failure should be warned about (at most once per 10 s).
-    pub(super) fn failed(&self, now: Duration) -> bool {
+    /// A request was decided by the failure policy instead of the store.
+    pub(super) fn decided_without_store(&self) {
+        self.without_store.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// The health so far.
+    pub(super) fn report(&self) -> StoreHealthReport {
+        StoreHealthReport {
+            reachable: self.retry_at.load(Ordering::Relaxed) == 0,
+            outages: self.outages.load(Ordering::Relaxed),
+            decided_without_store: self.without_store.load(Ordering::Relaxed),
+        }
+    }
+
+    /// The store failed at `now`: it is set aside until the next probe. The first failure of
+    /// an outage is told at once (see [`tell`]), with `policy` and `error`. Returns whether
+    /// this failure should be warned about again (at most once per 10 s).
+    pub(super) fn failed(&self, now: Duration, policy: &dyn std::fmt::Debug, error: &str) -> bool {
         let now = duration_nanos(now);
         let retry_at = now.saturating_add(duration_nanos(PROBE_EVERY)).max(1);
-        self.retry_at.store(retry_at, Ordering::Relaxed);
+        if self.retry_at.swap(retry_at, Ordering::Relaxed) == 0 {
+            self.outages.fetch_add(1, Ordering::Relaxed);
+            tell(
+                true,
+                format_args!(
+                    "pacing: shared quota store unreachable ({error}); policy {policy:?} decides \
+                     until it answers"
+                ),
+            );
+            self.last_warning_at.store(now.max(1), Ordering::Relaxed);
+            return false;
+        }
         let last = self.last_warning_at.load(Ordering::Relaxed);
         (last == 0 || now.saturating_sub(last) >= duration_nanos(WARN_EVERY))
             && self
@@ -56,13 +116,21 @@ mod tests {
     fn a_failed_store_is_set_aside_until_the_next_probe_and_warned_about_sparingly() {
         let health = StoreHealth::default();
         let at = |ms: u64| Duration::from_millis(ms);
+        let failed = |ms: u64| health.failed(at(ms), &"FailOpen", "connection refused");
         assert!(health.is_due(at(0)));
-        assert!(health.failed(at(1)));
+        // The first failure of an outage is told at once, not again as a repeat warning.
+        assert!(!failed(1));
         assert!(!health.is_due(at(100)));
         assert!(health.is_due(at(201)));
-        assert!(!health.failed(at(5_000)));
-        assert!(health.failed(at(10_001)));
+        assert!(!failed(5_000));
+        assert!(failed(10_002));
+        assert_eq!(health.report().outages, 1);
+        assert!(!health.report().reachable);
         health.answered();
-        assert!(health.is_due(at(10_002)));
+        assert!(health.is_due(at(10_003)));
+        assert!(health.report().reachable);
+        // The next failure is a new outage.
+        assert!(!failed(10_004));
+        assert_eq!(health.report().outages, 2);
     }
 }

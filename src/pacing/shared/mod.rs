@@ -9,6 +9,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use self::health::StoreHealth;
+pub use self::health::StoreHealthReport;
 use self::lease::{LeaseSpend, Leases};
 use super::config::RequestRate;
 use super::local::{LocalBucket, Take};
@@ -178,6 +179,11 @@ impl SharedQuota {
         }
     }
 
+    /// How the store has fared so far.
+    pub(crate) fn health(&self) -> StoreHealthReport {
+        self.health.report()
+    }
+
     /// Calls made to the store so far.
     pub(crate) fn calls(&self) -> SharedCalls {
         SharedCalls {
@@ -293,14 +299,17 @@ impl SharedQuota {
     /// Applies the failure policy, and keeps the store aside until the next probe.
     fn on_store_down(&self, key: &str, cost: u32, error: Option<String>) -> SharedTake {
         if let Some(error) = &error
-            && self.health.failed(self.clock.now())
+            && self
+                .health
+                .failed(self.clock.now(), &self.bucket.on_failure, error)
         {
             tracing::warn!(
                 policy = ?self.bucket.on_failure,
                 %error,
-                "pacing: shared quota store unreachable"
+                "pacing: shared quota store still unreachable"
             );
         }
+        self.health.decided_without_store();
         match (&self.bucket.on_failure, &self.fallback) {
             (StoreFailure::FailClosed, _) => SharedTake::Unavailable(
                 error.unwrap_or_else(|| "store unreachable at the last try".to_owned()),

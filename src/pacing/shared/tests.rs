@@ -220,11 +220,18 @@ async fn fail_open_lets_requests_through_and_returns_to_the_store_when_it_is_bac
     // round trip), then one per probe interval.
     let calls = pacer.shared_calls();
     assert_eq!((calls.takes, calls.gate_reads), (1, 1));
+    // The program can see the outage without any tracing subscriber.
+    let health = pacer.store_health().unwrap();
+    assert!(!health.reachable);
+    assert_eq!((health.outages, health.decided_without_store), (1, 500));
     store.down.store(false, Ordering::SeqCst);
     tokio::time::sleep(PROBE_EVERY).await;
     let before = store.takes.load(Ordering::SeqCst);
     drop(pacer.acquire("k", 1).await.unwrap());
     assert_eq!(store.takes.load(Ordering::SeqCst), before + 1);
+    let health = pacer.store_health().unwrap();
+    assert!(health.reachable);
+    assert_eq!((health.outages, health.decided_without_store), (1, 500));
 }
 
 #[tokio::test(start_paused = true)]
