@@ -6,8 +6,22 @@
 //!   [`RateLimitInfo`], once per response;
 //! - [`retry`] retries 429s (any method) and transient failures (replay-safe requests only),
 //!   waiting what the server said with ±10% jitter, within a cap, a deadline and a budget;
+//! - [`pacing`] keeps requests under a quota, learned from the server or configured, in this
+//!   process or shared by many through Redis;
 //! - [`limiter`] holds the rate-limiting algorithms, in memory and as atomic Redis scripts;
 //! - `mock` (feature `mock`) serves wiremock APIs that rate-limit like real ones.
+//!
+//! # Features
+//!
+//! | feature | enables | default |
+//! |---|---|---|
+//! | `rustls` | https through reqwest's `rustls` feature | yes |
+//! | `native-tls` | https through reqwest's `native-tls` feature (OpenSSL on Linux) | no |
+//! | `redis` | `limiter::redis` (standalone and Cluster), `SharedBucket::redis` for pacing shared by many processes | no |
+//! | `mock` | `mock`: rate-limiting wiremock servers; with `redis`, `mock::Layer::redis` | no |
+//!
+//! With `default-features = false` the crate adds no TLS of its own: reqwest then speaks https
+//! if the application's own reqwest dependency enables a TLS feature (Cargo merges them).
 //!
 //! # Quick start
 //!
@@ -40,12 +54,14 @@
 //! ```
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod client;
 mod error;
 pub mod headers;
 pub mod limiter;
 #[cfg(feature = "mock")]
+#[cfg_attr(docsrs, doc(cfg(feature = "mock")))]
 pub mod mock;
 pub mod pacing;
 pub mod retry;
@@ -57,8 +73,8 @@ pub use error::PoliteError;
 /// program can name it without depending on `reqwest-middleware` itself).
 pub use reqwest_middleware::ClientWithMiddleware;
 
-/// The README's examples, compiled and run as doctests.
-#[cfg(doctest)]
+/// The README's examples, compiled and run as doctests (they use the mocks and Redis).
+#[cfg(all(doctest, feature = "mock", feature = "redis"))]
 #[doc = include_str!("../README.md")]
 pub struct ReadmeDoctests;
 pub use headers::RateLimitInfo;

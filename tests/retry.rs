@@ -12,7 +12,7 @@ use reqwest_middleware::{ClientWithMiddleware, Middleware, Next};
 use reqwest_polite::PoliteClientBuilder;
 use reqwest_polite::retry::{
     Backoff, Classify, DefaultClassifier, Jitter, RequestFacts, RetryBudget, RetryError,
-    RetryMiddleware, RetryOverride, RetryPolicy, RetryReason, Sleeper, Verdict,
+    RetryMiddleware, RetryOverride, RetryPolicy, RetryReason, Sleeper, Verdict, classify_error,
 };
 use support::closed_port;
 use wiremock::matchers::{any, header, header_exists, method, path};
@@ -506,9 +506,26 @@ async fn a_request_may_carry_its_own_policy() {
     server.verify().await;
 }
 
-/// A TCP server on 127.0.0.1 that reads each request and hangs up without answering.
-async fn hang_up_server() -> (String, Arc<AtomicU32>) {
-    use tokio::io::AsyncReadExt;
+/// How [`hang_up_server`] ends each connection.
+#[derive(Debug, Clone, Copy)]
+enum HangUp {
+    /// Reads the request, then closes without a byte of answer.
+    Silently,
+    /// Closes before reading the request.
+    BeforeReading,
+    /// Reads the request, sends the status line and a header, then closes: mid-response.
+    MidResponse,
+    /// As `MidResponse`, but resets the connection (RST) instead of closing it.
+    ResetMidResponse,
+    /// Reads the request and answers with something that is not HTTP: a broken server, with
+    /// the connection intact until the answer is read.
+    Garbage,
+}
+
+/// A TCP server on 127.0.0.1 that ends each connection as `how` says, and counts the requests
+/// it read.
+async fn hang_up_server(how: HangUp) -> (String, Arc<AtomicU32>) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}/", listener.local_addr().unwrap());
     let requests = Arc::new(AtomicU32::new(0));
@@ -519,9 +536,30 @@ async fn hang_up_server() -> (String, Arc<AtomicU32>) {
             let Ok((mut socket, _)) = listener.accept().await else {
                 return;
             };
+            if matches!(how, HangUp::BeforeReading) {
+                drop(socket);
+                continue;
+            }
             let mut buf = [0u8; 4096];
             if matches!(socket.read(&mut buf).await, Ok(n) if n > 0) {
                 seen.fetch_add(1, Ordering::SeqCst);
+            }
+            let answer: &[u8] = match how {
+                HangUp::MidResponse | HangUp::ResetMidResponse => {
+                    b"HTTP/1.1 200 OK\r\ncontent-length: 10\r\n"
+                }
+                HangUp::Garbage => b"NOT HTTP\r\n\r\n",
+                HangUp::Silently | HangUp::BeforeReading => b"",
+            };
+            if socket.write_all(answer).await.is_err() {
+                continue;
+            }
+            if matches!(how, HangUp::ResetMidResponse) {
+                // The client must have read the partial answer before the RST discards it.
+                tokio::time::sleep(Duration::from_millis(20)).await;
+                // Deprecated because a non-zero linger blocks the thread on drop; zero does not.
+                #[allow(deprecated)]
+                let _ = socket.set_linger(Some(Duration::ZERO));
             }
             drop(socket);
         }
@@ -530,8 +568,61 @@ async fn hang_up_server() -> (String, Arc<AtomicU32>) {
 }
 
 #[tokio::test]
+async fn every_way_of_losing_the_connection_is_a_connection_error() {
+    let cases = [
+        HangUp::Silently,
+        HangUp::BeforeReading,
+        HangUp::MidResponse,
+        HangUp::ResetMidResponse,
+    ];
+    for how in cases {
+        let (url, _) = hang_up_server(how).await;
+        // The error exactly as reqwest (and the hyper under it) gives it, no middleware.
+        let error = reqwest_middleware::Error::Reqwest(reqwest::get(&url).await.unwrap_err());
+        assert_eq!(
+            classify_error(&error),
+            Some(RetryReason::Connection),
+            "{how:?}: {error:?}"
+        );
+    }
+    let (url, _) = hang_up_server(HangUp::Garbage).await;
+    let error = reqwest_middleware::Error::Reqwest(reqwest::get(&url).await.unwrap_err());
+    assert_eq!(classify_error(&error), None, "{error:?}");
+}
+
+#[tokio::test]
+async fn a_connection_lost_mid_response_is_retried_for_get_only() {
+    for how in [HangUp::MidResponse, HangUp::ResetMidResponse] {
+        let (url, requests) = hang_up_server(how).await;
+        let recorder = Recorder::default();
+        let error = client(&recorder).get(&url).send().await.unwrap_err();
+        assert!(
+            matches!(error, reqwest_middleware::Error::Reqwest(_)),
+            "{how:?}: {error}"
+        );
+        assert_eq!(
+            requests.load(Ordering::SeqCst),
+            3,
+            "{how:?}: 1 attempt + 2 retries"
+        );
+        assert_eq!(recorder.waits().len(), 2, "{how:?}");
+
+        let (url, requests) = hang_up_server(how).await;
+        let recorder = Recorder::default();
+        let error = client(&recorder).post(&url).body("order").send().await;
+        assert!(error.is_err(), "{how:?}");
+        assert_eq!(
+            requests.load(Ordering::SeqCst),
+            1,
+            "{how:?}: POST is never re-sent"
+        );
+        assert!(recorder.waits().is_empty(), "{how:?}");
+    }
+}
+
+#[tokio::test]
 async fn a_lost_connection_is_retried_for_get_only() {
-    let (url, requests) = hang_up_server().await;
+    let (url, requests) = hang_up_server(HangUp::Silently).await;
     let recorder = Recorder::default();
     let client = client(&recorder);
     let error = client.get(&url).send().await.unwrap_err();
@@ -542,7 +633,7 @@ async fn a_lost_connection_is_retried_for_get_only() {
     assert_eq!(requests.load(Ordering::SeqCst), 3, "1 attempt + 2 retries");
     assert_eq!(recorder.waits().len(), 2);
 
-    let (url, requests) = hang_up_server().await;
+    let (url, requests) = hang_up_server(HangUp::Silently).await;
     let recorder = Recorder::default();
     let error = client_with(RetryPolicy::new().with_max_retries(2), &recorder)
         .post(&url)

@@ -2,11 +2,15 @@
 //! a Redis given by URL checked before use, and terminal bars.
 
 use std::process::ExitCode;
-use std::time::Duration;
 
 use clap::Parser;
 use clap::error::ErrorKind;
-use reqwest_polite::limiter::redis::{RedisOptions, RedisStore};
+// Only the Redis demos need these; thundering_herd builds without the `redis` feature.
+#[cfg(feature = "redis")]
+use {
+    reqwest_polite::limiter::redis::{RedisOptions, RedisStore},
+    std::time::Duration,
+};
 
 /// The exit code for bad input: an unknown flag, a zero count, an unreachable Redis.
 pub const BAD_INPUT: u8 = 2;
@@ -64,6 +68,7 @@ pub fn one_line(error: &clap::Error) -> String {
 
 /// Timeouts for the demos' Redis: generous, since a loaded 2-core machine must not turn a slow
 /// answer into a failed run.
+#[cfg(feature = "redis")]
 pub fn redis_options() -> RedisOptions {
     RedisOptions::default()
         .with_command_timeout(Duration::from_secs(2))
@@ -72,6 +77,7 @@ pub fn redis_options() -> RedisOptions {
 
 /// A store on the Redis at `url`, after one round trip proved it answers. The message of an
 /// error fits on one line.
+#[cfg(feature = "redis")]
 pub async fn connect_redis(url: &str) -> Result<RedisStore, String> {
     let store = RedisStore::standalone(url, redis_options())
         .await

@@ -84,6 +84,8 @@ mod fixed_window;
 mod keyed;
 mod leaky_bucket;
 mod rate;
+#[cfg(feature = "redis")]
+#[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
 pub mod redis;
 mod sliding_window_counter;
 mod sliding_window_log;

@@ -6,6 +6,7 @@ use http::Method;
 use wiremock::Request;
 
 use super::Partition;
+#[cfg(feature = "redis")]
 use crate::limiter::redis::{BlockingRedisLimiter, RedisLimitError};
 use crate::limiter::{Decision, FixedWindow, LimiterConfigError, RateLimiter, UnixClock};
 
@@ -14,8 +15,8 @@ use crate::limiter::{Decision, FixedWindow, LimiterConfigError, RateLimiter, Uni
 ///
 /// The shorthands (`global`, `per_client_ip`, `per_api_key`, `per_route`) use an in-memory
 /// [`FixedWindow`] on the wall clock ([`UnixClock`]), its windows aligned with whole seconds
-/// of Unix time as real servers' are; [`Layer::new`] and
-/// [`Layer::redis`] take any limiter. The name is the IETF policy name in the headers and the
+/// of Unix time as real servers' are; [`Layer::new`] takes any in-memory limiter, and
+/// `Layer::redis` (feature `redis`) any limiter kept in Redis. The name is the IETF policy name in the headers and the
 /// layer name in the [log](super::RequestLog). Clones share the limiter, and so its counts:
 /// two mock servers given clones of one layer enforce one quota together.
 ///
@@ -68,6 +69,7 @@ pub struct Layer {
 #[derive(Clone)]
 enum LayerLimiter {
     Memory(Arc<dyn RateLimiter>),
+    #[cfg(feature = "redis")]
     Redis(BlockingRedisLimiter),
 }
 
@@ -75,8 +77,21 @@ enum LayerLimiter {
 pub(crate) struct LayerOutcome {
     /// The request's partition key, as given.
     pub(crate) key: String,
-    /// The limiter's decision, or why its store gave none.
-    pub(crate) result: Result<Decision, RedisLimitError>,
+    /// The limiter's decision, or why it gave none.
+    pub(crate) result: Result<Decision, LayerError>,
+}
+
+/// Why a layer gave no decision.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum LayerError {
+    /// The layer was built with numbers its limiter rejects (responders refuse such layers, so
+    /// this only keeps a decision total).
+    #[error("invalid limiter configuration: {0}")]
+    InvalidConfig(LimiterConfigError),
+    /// The layer's Redis failed or did not answer in time.
+    #[cfg(feature = "redis")]
+    #[error(transparent)]
+    Redis(RedisLimitError),
 }
 
 impl Layer {
@@ -111,6 +126,8 @@ impl Layer {
     /// # Ok(())
     /// # }
     /// ```
+    #[cfg(feature = "redis")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
     pub fn redis(
         name: impl Into<String>,
         partition: Partition,
@@ -216,9 +233,9 @@ impl Layer {
         let key = self.partition.key(request);
         let result = match &self.limiter {
             Ok(LayerLimiter::Memory(limiter)) => Ok(limiter.check(&key, 1)),
-            Ok(LayerLimiter::Redis(limiter)) => limiter.check(&key, 1),
-            // Responders are only built from valid layers; this keeps a decision total anyway.
-            Err(error) => Err(RedisLimitError::InvalidConfig(*error)),
+            #[cfg(feature = "redis")]
+            Ok(LayerLimiter::Redis(limiter)) => limiter.check(&key, 1).map_err(LayerError::Redis),
+            Err(error) => Err(LayerError::InvalidConfig(*error)),
         };
         LayerOutcome { key, result }
     }
@@ -227,6 +244,7 @@ impl Layer {
     pub(crate) fn window(&self) -> Duration {
         match &self.limiter {
             Ok(LayerLimiter::Memory(limiter)) => limiter.window(),
+            #[cfg(feature = "redis")]
             Ok(LayerLimiter::Redis(limiter)) => limiter.window(),
             Err(_) => Duration::ZERO,
         }
@@ -237,6 +255,7 @@ impl fmt::Debug for Layer {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let store = match &self.limiter {
             Ok(LayerLimiter::Memory(_)) => "memory",
+            #[cfg(feature = "redis")]
             Ok(LayerLimiter::Redis(_)) => "redis",
             Err(_) => "invalid",
         };

@@ -2,9 +2,9 @@
 //!
 //! A [`RateLimitedApi`] is a stack of [`Layer`]s, each a limit with its own limiter: any
 //! in-memory [`RateLimiter`](crate::limiter::RateLimiter) (fixed window, sliding log, sliding
-//! counter, token or leaky bucket) or a
-//! [`BlockingRedisLimiter`](crate::limiter::redis::BlockingRedisLimiter), so several mock
-//! servers, or a mock and the code under test, can share one quota. Each layer counts requests
+//! counter, token or leaky bucket) or, with the `redis` feature, a `BlockingRedisLimiter`
+//! (`limiter::redis`), so several mock servers, or a mock and the code under test, can share
+//! one quota. Each layer counts requests
 //! per [`Partition`] key: everyone, client address (`X-Forwarded-For`), `X-API-Key`, route, or
 //! any header; and may apply to one method and path only.
 //!
@@ -19,8 +19,7 @@
 //!   `{"error":"rate_limiter_unavailable","message":"…"}` naming the layer and the error. It
 //!   does not fail open: a mock that silently stopped limiting would let a test pass for the
 //!   wrong reason, and a 503 lets a test exercise the client's handling of a sick server. No
-//!   request waits longer than the store's timeouts
-//!   ([`RedisOptions`](crate::limiter::redis::RedisOptions)). Wiremock answers on one thread
+//!   request waits longer than the store's timeouts (`limiter::redis::RedisOptions`). Wiremock answers on one thread
 //!   and its responders are synchronous, so while a Redis layer waits, the server's other
 //!   requests queue behind it: keep those timeouts short.
 //!

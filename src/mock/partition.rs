@@ -10,8 +10,8 @@ pub const ANONYMOUS_KEY: &str = "anonymous";
 ///
 /// Keys are kept **as given** (an API key in clear, say): the mock is for tests, and tests
 /// want to read them back from the [request log](super::RequestLog). A Redis-backed layer
-/// still hashes them before they reach Redis, as
-/// [`BlockingRedisLimiter`](crate::limiter::redis::BlockingRedisLimiter) always does.
+/// (feature `redis`) still hashes them before they reach Redis, as the Redis limiters always
+/// do.
 ///
 /// ```
 /// use reqwest_polite::mock::Partition;

@@ -5,11 +5,10 @@ use std::time::{Duration, Instant, SystemTime};
 
 use wiremock::{Request, Respond, ResponseTemplate};
 
-use super::layer::LayerOutcome;
+use super::layer::{LayerError, LayerOutcome};
 use super::{Layer, LoggedRequest, RequestLog, Verdict};
 use crate::headers::{HeaderDialect, QuotaState, render_retry_after_ms, retry_after_seconds};
 use crate::limiter::Decision;
-use crate::limiter::redis::RedisLimitError;
 
 /// A wiremock [`Respond`]er that enforces its [`Layer`]s, speaks the header dialects asked
 /// for, and logs every request. Clones share the layers' counts and the log.
@@ -75,7 +74,7 @@ enum Outcome<'a> {
     Failed {
         layer: &'a Layer,
         key: String,
-        error: RedisLimitError,
+        error: LayerError,
     },
 }
 
@@ -335,7 +334,7 @@ fn too_many_requests_body(by: &Decided<'_>, retry_after: u64) -> serde_json::Val
     })
 }
 
-fn unavailable_body(layer: &Layer, error: &RedisLimitError) -> serde_json::Value {
+fn unavailable_body(layer: &Layer, error: &LayerError) -> serde_json::Value {
     let mut cause = error.to_string();
     let mut source = error.source();
     while let Some(inner) = source {

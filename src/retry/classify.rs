@@ -148,6 +148,17 @@ pub fn classify_error(error: &reqwest_middleware::Error) -> Option<RetryReason> 
     }
 }
 
+/// What hyper (under reqwest) says when the connection went with the request in flight: the
+/// peer hung up before the response was complete, the request was dropped with its
+/// connection, the connection's task is gone. Read as text through `std::error::Error`, so no
+/// copy of hyper of our own has to match reqwest's for a downcast; `tests/retry.rs` hangs up
+/// on real requests, so a reworded message fails a test instead of silently ending retries.
+const CONNECTION_LOST: [&str; 3] = [
+    "connection closed before message completed",
+    "operation was canceled",
+    "channel closed",
+];
+
 /// A connection reset, closed or broken while the request was in flight.
 fn is_connection_lost(error: &reqwest::Error) -> bool {
     use std::io::ErrorKind;
@@ -165,9 +176,9 @@ fn is_connection_lost(error: &reqwest::Error) -> bool {
                     | ErrorKind::UnexpectedEof
             );
         }
-        // hyper reports a peer that hung up before answering as an incomplete message.
-        if let Some(hyper) = cause.downcast_ref::<hyper::Error>() {
-            return hyper.is_incomplete_message() || hyper.is_closed() || hyper.is_canceled();
+        // Each error's own message: hyper's do not repeat their sources'.
+        if CONNECTION_LOST.contains(&cause.to_string().as_str()) {
+            return true;
         }
         source = cause.source();
     }

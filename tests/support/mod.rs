@@ -7,14 +7,21 @@
 
 mod headers;
 mod ports;
+#[cfg(feature = "redis")]
 mod process;
+#[cfg(feature = "redis")]
 mod redis_cluster;
+#[cfg(feature = "redis")]
 mod redis_server;
 mod windows;
 
 pub use headers::{collect_headers, header_map};
 pub use ports::{closed_port, free_port};
+// The Redis servers talk to their children with the `redis` crate, there only with the feature.
+#[cfg(feature = "redis")]
 pub use process::temp_root;
+#[cfg(feature = "redis")]
 pub use redis_cluster::RedisCluster;
+#[cfg(feature = "redis")]
 pub use redis_server::RedisServer;
 pub use windows::CENTURY;

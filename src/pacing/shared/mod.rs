@@ -42,6 +42,8 @@ pub enum StoreFailure {
 }
 
 /// The outcome of one take from a store.
+// Stores make these, and the only store outside the tests is Redis's.
+#[cfg_attr(not(feature = "redis"), allow(dead_code))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum StoreTake {
     /// Taken; `remaining` tokens are left in the bucket.
@@ -65,7 +67,8 @@ pub(crate) trait SharedStore: Send + Sync + 'static {
 }
 
 /// A token bucket that many processes share, with its lease size and failure policy.
-/// Hand it to [`PacerBuilder::shared`](super::PacerBuilder::shared).
+/// Made by `SharedBucket::redis` (feature `redis`); hand it to
+/// [`PacerBuilder::shared`](super::PacerBuilder::shared).
 #[derive(Clone)]
 pub struct SharedBucket {
     pub(crate) store: Arc<dyn SharedStore>,
@@ -75,6 +78,7 @@ pub struct SharedBucket {
 }
 
 impl SharedBucket {
+    #[cfg(any(test, feature = "redis"))]
     pub(crate) fn from_store(store: Arc<dyn SharedStore>, rate: RequestRate) -> SharedBucket {
         SharedBucket {
             store,
@@ -336,6 +340,7 @@ impl SharedQuota {
 
 mod health;
 mod lease;
+#[cfg(feature = "redis")]
 mod redis;
 #[cfg(test)]
 mod tests;

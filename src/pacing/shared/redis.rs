@@ -34,6 +34,7 @@ impl SharedBucket {
     /// # Ok(())
     /// # }
     /// ```
+    #[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
     pub fn redis(
         store: RedisStore,
         name: &str,
