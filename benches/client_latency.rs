@@ -63,8 +63,21 @@ const NEVER_WAITS: u32 = 1_000_000_000;
 const SUSTAINED: f64 = 0.95;
 /// …with at most this share of failures.
 const FAILURES_ALLOWED: f64 = 0.001;
-const SWEEP_RATES: [u64; 9] = [
-    1_000, 2_000, 5_000, 10_000, 20_000, 50_000, 100_000, 200_000, 500_000,
+const SWEEP_RATES: [u64; 12] = [
+    1_000, 2_000, 5_000, 10_000, 15_000, 20_000, 25_000, 30_000, 40_000, 50_000, 100_000, 200_000,
+];
+/// One colour per variant, far enough apart to tell ten lines apart.
+const COLOURS: [RGBColor; 10] = [
+    RGBColor(0, 0, 0),
+    RGBColor(120, 120, 120),
+    RGBColor(188, 128, 0),
+    RGBColor(0, 90, 200),
+    RGBColor(230, 120, 0),
+    RGBColor(130, 60, 170),
+    RGBColor(220, 20, 60),
+    RGBColor(0, 160, 80),
+    RGBColor(0, 190, 210),
+    RGBColor(240, 100, 200),
 ];
 
 #[derive(Parser, Debug)]
@@ -86,9 +99,15 @@ struct Args {
     /// the first rate it does not sustain.
     #[arg(long)]
     sweep: bool,
+    /// The measured seconds are cut into this many slices, the variants taking turns.
+    #[arg(long, default_value_t = 5)]
+    rounds: u32,
     /// Seconds measured per variant and rate in a sweep.
     #[arg(long, default_value_t = 3.0)]
     sweep_duration: f64,
+    /// Rounds per rate in a sweep.
+    #[arg(long, default_value_t = 3)]
+    sweep_rounds: u32,
     /// The highest rate a sweep tries.
     #[arg(long, default_value_t = 200_000)]
     max_rate: u64,
@@ -257,7 +276,7 @@ impl Bench {
     }
 }
 
-/// The figures of one variant at one rate.
+/// The figures of one variant at one rate, summed over its rounds.
 #[derive(Debug, Clone)]
 struct Run {
     kind: Kind,
@@ -266,18 +285,48 @@ struct Run {
     ok: u64,
     failed: u64,
     timed_out: u64,
-    achieved: f64,
+    /// Measured time: from the first intended send to the last completion, summed over rounds.
+    span: Duration,
     latency: Histogram<u64>,
     service: Histogram<u64>,
-    cpu_per_request: Duration,
-    server_cpu_per_request: Duration,
-    redis_cpu_per_request: Option<Duration>,
+    cpu: Duration,
+    server_cpu: Duration,
+    redis_cpu: Option<Duration>,
 }
 
 impl Run {
+    fn achieved(&self) -> f64 {
+        self.ok as f64 / self.span.as_secs_f64().max(1e-9)
+    }
+
+    fn per_request(&self, total: Duration) -> Duration {
+        total.div_f64(self.requests.max(1) as f64)
+    }
+
+    fn cpu_per_request(&self) -> Duration {
+        self.per_request(self.cpu)
+    }
+
     fn sustains(&self) -> bool {
-        self.achieved >= SUSTAINED * self.rate as f64
+        self.achieved() >= SUSTAINED * self.rate as f64
             && (self.failed + self.timed_out) as f64 <= FAILURES_ALLOWED * self.requests as f64
+    }
+
+    /// Adds another round of the same variant.
+    fn merge(&mut self, other: Run) {
+        self.requests += other.requests;
+        self.ok += other.ok;
+        self.failed += other.failed;
+        self.timed_out += other.timed_out;
+        self.span += other.span;
+        self.latency.add(&other.latency).expect("same bounds");
+        self.service.add(&other.service).expect("same bounds");
+        self.cpu += other.cpu;
+        self.server_cpu += other.server_cpu;
+        self.redis_cpu = match (self.redis_cpu, other.redis_cpu) {
+            (Some(a), Some(b)) => Some(a + b),
+            _ => None,
+        };
     }
 
     fn quantile_us(h: &Histogram<u64>, q: f64) -> f64 {
@@ -293,7 +342,7 @@ impl Run {
             "ok": self.ok,
             "failed": self.failed,
             "timed_out": self.timed_out,
-            "achieved_rate": round(self.achieved, 1),
+            "achieved_rate": round(self.achieved(), 1),
             "sustained": self.sustains(),
             "latency_us": {
                 "p50": q(&self.latency, 0.5), "p95": q(&self.latency, 0.95),
@@ -304,11 +353,11 @@ impl Run {
                 "p50": q(&self.service, 0.5), "p99": q(&self.service, 0.99),
                 "p999": q(&self.service, 0.999),
             },
-            "cpu_us_per_request": round(micros(self.cpu_per_request), 3),
+            "cpu_us_per_request": round(micros(self.cpu_per_request()), 3),
             "cpu_us_per_request_net_of_noop": noop_cpu
-                .map(|n| round(micros(self.cpu_per_request) - micros(n), 3)),
-            "server_cpu_us_per_request": round(micros(self.server_cpu_per_request), 3),
-            "redis_cpu_us_per_request": self.redis_cpu_per_request.map(|d| round(micros(d), 3)),
+                .map(|n| round(micros(self.cpu_per_request()) - micros(n), 3)),
+            "server_cpu_us_per_request": round(micros(self.per_request(self.server_cpu)), 3),
+            "redis_cpu_us_per_request": self.redis_cpu.map(|d| round(micros(self.per_request(d)), 3)),
         })
     }
 }
@@ -409,42 +458,86 @@ async fn load(
     out
 }
 
-/// Warms a fresh subject up, then measures it.
-async fn measure(bench: &mut Bench, kind: Kind, rate: u64, args: &Args, seconds: f64) -> Run {
-    let subject = bench.subject(kind, rate);
-    let warmup = Duration::from_secs_f64(args.warmup);
-    if !warmup.is_zero() {
-        load(bench, &subject, rate, warmup, args.max_in_flight).await;
-    }
+/// Measures `subject` once for `seconds`.
+async fn measure(
+    bench: &Bench,
+    subject: &Subject,
+    kind: Kind,
+    rate: u64,
+    seconds: f64,
+    max_in_flight: usize,
+) -> Run {
     let duration = Duration::from_secs_f64(seconds);
     let (cpu0, server0) = (own_cpu(), process_cpu(bench.server.pid()));
     let redis0 = bench.redis_pid.map(process_cpu);
     let started = Instant::now();
-    let tally = load(bench, &subject, rate, duration, args.max_in_flight).await;
+    let tally = load(bench, subject, rate, duration, max_in_flight).await;
     let (cpu1, server1) = (own_cpu(), process_cpu(bench.server.pid()));
     let redis1 = bench.redis_pid.map(process_cpu);
-    let requests = tally.ok + tally.failed + tally.timed_out;
-    let per = |d: Duration| d / u32::try_from(requests.max(1)).unwrap_or(u32::MAX);
     let span = tally
         .last_done
         .map_or(duration, |done| (done - started).max(duration));
     Run {
         kind,
         rate,
-        requests,
+        requests: tally.ok + tally.failed + tally.timed_out,
         ok: tally.ok,
         failed: tally.failed,
         timed_out: tally.timed_out,
-        achieved: tally.ok as f64 / span.as_secs_f64(),
+        span,
         latency: tally.latency,
         service: tally.service,
-        cpu_per_request: per(cpu1.saturating_sub(cpu0)),
-        server_cpu_per_request: per(server1.saturating_sub(server0)),
-        redis_cpu_per_request: match (redis0, redis1) {
-            (Some(a), Some(b)) if kind.needs_redis() => Some(per(b.saturating_sub(a))),
+        cpu: cpu1.saturating_sub(cpu0),
+        server_cpu: server1.saturating_sub(server0),
+        redis_cpu: match (redis0, redis1) {
+            (Some(a), Some(b)) if kind.needs_redis() => Some(b.saturating_sub(a)),
             _ => None,
         },
     }
+}
+
+/// Every variant of `kinds` at `rate`, side by side: each gets a fresh subject and a warm-up,
+/// then `rounds` slices of `seconds / rounds` each, the variants taking turns (in an order that
+/// rotates each round), so that whatever else the machine does falls on all of them alike.
+async fn compare(
+    bench: &mut Bench,
+    kinds: &[Kind],
+    rate: u64,
+    seconds: f64,
+    rounds: u32,
+    args: &Args,
+) -> Vec<Run> {
+    let subjects: Vec<Subject> = kinds.iter().map(|&k| bench.subject(k, rate)).collect();
+    let warmup = Duration::from_secs_f64(args.warmup);
+    if !warmup.is_zero() {
+        for subject in &subjects {
+            load(bench, subject, rate, warmup, args.max_in_flight).await;
+        }
+    }
+    let rounds = rounds.max(1);
+    let slice = seconds / f64::from(rounds);
+    let mut runs: Vec<Option<Run>> = vec![None; kinds.len()];
+    for round in 0..rounds as usize {
+        for turn in 0..kinds.len() {
+            let i = (turn + round) % kinds.len();
+            let run = measure(
+                bench,
+                &subjects[i],
+                kinds[i],
+                rate,
+                slice,
+                args.max_in_flight,
+            )
+            .await;
+            match &mut runs[i] {
+                Some(total) => total.merge(run),
+                empty => *empty = Some(run),
+            }
+        }
+    }
+    runs.into_iter()
+        .map(|r| r.expect("every variant ran"))
+        .collect()
 }
 
 /// This process's CPU time so far (user + system), from `getrusage(RUSAGE_SELF)`.
@@ -586,7 +679,7 @@ fn row(run: &Run) {
         "{:<21} {:>7} {:>9.0} {:>7} {:>8} {:>8} {:>8} {:>9} {:>9.3} {:>8.1} {:>8.2} {:>8.2} {:>8}{}",
         run.kind.name(),
         run.rate,
-        run.achieved,
+        run.achieved(),
         run.failed + run.timed_out,
         ms(&run.latency, 0.5),
         ms(&run.latency, 0.95),
@@ -594,10 +687,12 @@ fn row(run: &Run) {
         ms(&run.latency, 0.999),
         run.latency.max() as f64 / 1e6,
         Run::quantile_us(&run.service, 0.5),
-        micros(run.cpu_per_request),
-        micros(run.server_cpu_per_request),
-        run.redis_cpu_per_request
-            .map_or_else(|| "-".to_owned(), |d| format!("{:.2}", micros(d))),
+        micros(run.cpu_per_request()),
+        micros(run.per_request(run.server_cpu)),
+        run.redis_cpu.map_or_else(
+            || "-".to_owned(),
+            |d| format!("{:.2}", micros(run.per_request(d)))
+        ),
         if run.sustains() {
             ""
         } else {
@@ -609,14 +704,14 @@ fn row(run: &Run) {
 /// The ratios the targets are stated in, from runs of one process.
 fn ratios(runs: &[Run]) -> Value {
     let find = |kind: Kind| runs.iter().find(|r| r.kind == kind);
-    let cpu = |kind: Kind| find(kind).map(|r| micros(r.cpu_per_request));
+    let cpu = |kind: Kind| find(kind).map(|r| micros(r.cpu_per_request()));
     let noop = cpu(Kind::Noop).unwrap_or(0.0);
     let ratio = |a: Option<f64>, b: Option<f64>| match (a, b) {
         (Some(a), Some(b)) if b > 0.0 => Some(round(a / b, 3)),
         _ => None,
     };
     let net = |kind: Kind| cpu(kind).map(|c| c - noop);
-    let achieved = |kind: Kind| find(kind).map(|r| r.achieved);
+    let achieved = |kind: Kind| find(kind).map(Run::achieved);
     json!({
         "cpu_default_over_reqwest_retry": ratio(cpu(Kind::PoliteDefault), cpu(Kind::ReqwestRetry)),
         "cpu_default_over_reqwest": ratio(cpu(Kind::PoliteDefault), cpu(Kind::Reqwest)),
@@ -638,20 +733,18 @@ fn print_ratios(value: &Value) {
 
 async fn single(bench: &mut Bench, kinds: &[Kind], args: &Args) -> Value {
     println!(
-        "{} requests/s for {} s per variant (after {} s warm-up), open loop; latency from the intended send time",
-        args.rate, args.duration, args.warmup
+        "{} requests/s for {} s per variant in {} interleaved rounds (after {} s warm-up), open loop; latency from the intended send time",
+        args.rate, args.duration, args.rounds, args.warmup
     );
+    let runs = compare(bench, kinds, args.rate, args.duration, args.rounds, args).await;
     header();
-    let mut runs = Vec::new();
-    for &kind in kinds {
-        let run = measure(bench, kind, args.rate, args, args.duration).await;
-        row(&run);
-        runs.push(run);
+    for run in &runs {
+        row(run);
     }
     let noop = runs
         .iter()
         .find(|r| r.kind == Kind::Noop)
-        .map(|r| r.cpu_per_request);
+        .map(Run::cpu_per_request);
     let ratios = ratios(&runs);
     print_ratios(&ratios);
     json!({
@@ -668,25 +761,31 @@ async fn sweep(bench: &mut Bench, kinds: &[Kind], args: &Args) -> Value {
     let mut runs: Vec<Run> = Vec::new();
     let mut per_rate = Vec::new();
     println!(
-        "sweep: {} s per variant and rate (after {} s warm-up); a variant leaves after its first unsustained rate",
-        args.sweep_duration, args.warmup
+        "sweep: {} s per variant and rate in {} interleaved rounds (after {} s warm-up); a variant leaves after its first unsustained rate",
+        args.sweep_duration, args.sweep_rounds, args.warmup
     );
     header();
     for rate in SWEEP_RATES.into_iter().filter(|r| *r <= args.max_rate) {
         if active.is_empty() {
             break;
         }
-        let mut at_rate = Vec::new();
-        for &kind in &active {
-            let run = measure(bench, kind, rate, args, args.sweep_duration).await;
-            row(&run);
-            at_rate.push(run);
+        let at_rate = compare(
+            bench,
+            &active,
+            rate,
+            args.sweep_duration,
+            args.sweep_rounds,
+            args,
+        )
+        .await;
+        for run in &at_rate {
+            row(run);
         }
         active.retain(|kind| at_rate.iter().any(|r| r.kind == *kind && r.sustains()));
         let noop = at_rate
             .iter()
             .find(|r| r.kind == Kind::Noop)
-            .map(|r| r.cpu_per_request);
+            .map(Run::cpu_per_request);
         per_rate.push(json!({
             "rate": rate,
             "runs": at_rate.iter().map(|r| r.json(noop)).collect::<Vec<_>>(),
@@ -751,7 +850,7 @@ fn plot(path: &Path, kinds: &[Kind], runs: &[Run]) -> Result<(), String> {
         .y_label_area_size(60)
         .build_cartesian_2d(
             (800f64..max_rate * 1.25).log_scale(),
-            (0.01f64..max_ms * 2.0).log_scale(),
+            (0.5f64..max_ms * 2.0).log_scale(),
         )
         .map_err(fail)?;
     chart
@@ -762,13 +861,14 @@ fn plot(path: &Path, kinds: &[Kind], runs: &[Run]) -> Result<(), String> {
         .y_label_formatter(&|y| format!("{y}"))
         .draw()
         .map_err(fail)?;
-    for (index, &kind) in kinds.iter().enumerate() {
+    for &kind in kinds {
+        let index = KINDS.iter().position(|k| *k == kind).unwrap_or(0);
         let points: Vec<(f64, f64)> = runs
             .iter()
             .filter(|r| r.kind == kind)
             .map(|r| (r.rate as f64, p99_ms(r)))
             .collect();
-        let color = Palette99::pick(index).to_rgba();
+        let color = COLOURS[index % COLOURS.len()];
         chart
             .draw_series(LineSeries::new(points, color.stroke_width(2)))
             .map_err(fail)?

@@ -402,6 +402,50 @@ fn bench_redis(c: &mut Criterion) {
     group.finish();
 
     round_trips(&rt, &setup, &one_key, &many_keys);
+    interleaved_latency(&rt, &setup);
+}
+
+/// One task takes turns between the Redis operations, timing each call alone, so every
+/// percentile ratio below comes from calls made in the same moments: what criterion's separate
+/// runs cannot give on a machine that others share.
+fn interleaved_latency(rt: &Runtime, setup: &RedisSetup) {
+    const ROUNDS: usize = 20_000;
+    let ops = redis_ops(rt, setup, "interleaved");
+    let mut histograms: Vec<hdrhistogram::Histogram<u64>> = ops
+        .iter()
+        .map(|_| hdrhistogram::Histogram::new_with_bounds(1, 10_000_000_000, 3).expect("valid"))
+        .collect();
+    rt.block_on(async {
+        for round in 0..ROUNDS {
+            for turn in 0..ops.len() {
+                // The order rotates each round: no operation always follows the same one.
+                let i = (turn + round) % ops.len();
+                let started = Instant::now();
+                ops[i].1.once(HOST).await;
+                let nanos = (started.elapsed().as_nanos() as u64).max(1);
+                histograms[i].saturating_record(nanos);
+            }
+        }
+    });
+    println!();
+    println!("Redis latency, one task, the operations taking turns ({ROUNDS} rounds), in µs");
+    println!(
+        "{:<26} {:>8} {:>8} {:>8} {:>9} {:>12}",
+        "operation", "p50", "p90", "p99", "p99.9", "p50 / PING"
+    );
+    let ping_p50 = histograms[0].value_at_quantile(0.5) as f64;
+    for ((name, _), h) in ops.iter().zip(&histograms) {
+        let us = |q: f64| h.value_at_quantile(q) as f64 / 1_000.0;
+        println!(
+            "{:<26} {:>8.1} {:>8.1} {:>8.1} {:>9.1} {:>11.2}×",
+            name,
+            us(0.5),
+            us(0.9),
+            us(0.99),
+            us(0.999),
+            h.value_at_quantile(0.5) as f64 / ping_p50
+        );
+    }
 }
 
 /// Round trips to Redis per permit, counted by the pacer itself: plain versus leased.
