@@ -86,13 +86,15 @@ struct Outcome {
     per_task: Vec<u64>,
     /// Later requests that waited more than twice the ideal.
     starved: u64,
+    /// Permits handed out while the tasks were asking: the rate actually kept.
+    in_window: u64,
 }
 
 async fn run(limiter: Limiter, tasks: u32, rate: u32, seconds: u64) -> Outcome {
     let ideal = Duration::from_secs_f64(f64::from(tasks) / f64::from(rate));
     let end = Instant::now() + Duration::from_secs(seconds);
     let histogram = || Histogram::<u64>::new_with_bounds(1, 600_000_000, 3).expect("valid bounds");
-    let shared = Arc::new(Mutex::new((histogram(), histogram(), 0u64)));
+    let shared = Arc::new(Mutex::new((histogram(), histogram(), 0u64, 0u64)));
     let handles: Vec<_> = (0..tasks)
         .map(|_| {
             let (limiter, shared) = (limiter.clone(), shared.clone());
@@ -110,6 +112,7 @@ async fn run(limiter: Limiter, tasks: u32, rate: u32, seconds: u64) -> Outcome {
                         s.1.saturating_record(micros);
                         s.2 += u64::from(waited > ideal * 2);
                     }
+                    s.3 += u64::from(Instant::now() <= end);
                     granted += 1;
                 }
                 granted
@@ -120,7 +123,7 @@ async fn run(limiter: Limiter, tasks: u32, rate: u32, seconds: u64) -> Outcome {
     for handle in handles {
         per_task.push(handle.await.expect("a task does not panic"));
     }
-    let (first, steady, starved) = Arc::try_unwrap(shared)
+    let (first, steady, starved, in_window) = Arc::try_unwrap(shared)
         .ok()
         .expect("every task has ended")
         .into_inner()
@@ -131,10 +134,12 @@ async fn run(limiter: Limiter, tasks: u32, rate: u32, seconds: u64) -> Outcome {
         steady,
         per_task,
         starved,
+        in_window,
     }
 }
 
-fn report(tasks: u32, rate: u32, outcome: &Outcome) -> Value {
+fn report(tasks: u32, rate: u32, seconds: u64, outcome: &Outcome) -> Value {
+    let kept = outcome.in_window as f64 / seconds as f64;
     let ideal_ms = 1_000.0 * f64::from(tasks) / f64::from(rate);
     let ms = |h: &Histogram<u64>, q: f64| h.value_at_quantile(q) as f64 / 1_000.0;
     let (min_task, max_task) = (
@@ -143,7 +148,7 @@ fn report(tasks: u32, rate: u32, outcome: &Outcome) -> Value {
     );
     let s = &outcome.steady;
     println!(
-        "{:<21} {:>5} {:>5} {:>8.0} {:>9.1} {:>9.1} {:>9.1} {:>7.3} {:>8} {:>7} {:>5}..{:<5} {:>9.1}",
+        "{:<21} {:>5} {:>5} {:>8.0} {:>9.1} {:>9.1} {:>9.1} {:>7.3} {:>8} {:>7} {:>5}..{:<5} {:>9.1} {:>8.2}",
         outcome.limiter,
         tasks,
         rate,
@@ -157,6 +162,7 @@ fn report(tasks: u32, rate: u32, outcome: &Outcome) -> Value {
         min_task,
         max_task,
         outcome.first.max() as f64 / 1_000.0,
+        kept,
     );
     json!({
         "limiter": outcome.limiter,
@@ -177,6 +183,7 @@ fn report(tasks: u32, rate: u32, outcome: &Outcome) -> Value {
         },
         "permits_per_task": { "min": min_task, "max": max_task },
         "permits": outcome.per_task.iter().sum::<u64>(),
+        "permits_per_second_while_asking": kept,
     })
 }
 
@@ -191,7 +198,7 @@ async fn main() {
         "each task asks again as soon as it has its permit, for {seconds} s; waits of every request after a task's first, in ms"
     );
     println!(
-        "{:<21} {:>5} {:>5} {:>8} {:>9} {:>9} {:>9} {:>7} {:>8} {:>7} {:>12} {:>9}",
+        "{:<21} {:>5} {:>5} {:>8} {:>9} {:>9} {:>9} {:>7} {:>8} {:>7} {:>12} {:>9} {:>8}",
         "limiter",
         "C",
         "R",
@@ -203,7 +210,8 @@ async fn main() {
         "requests",
         ">2×id",
         "per task",
-        "1st max"
+        "1st max",
+        "kept/s"
     );
     let mut results = Vec::new();
     for &(tasks, rate) in &args.cases {
@@ -216,8 +224,8 @@ async fn main() {
             run(Limiter::Pacer(pacer), tasks, rate, seconds),
             run(Limiter::Governor(governor), tasks, rate, seconds),
         );
-        results.push(report(tasks, rate, &ours));
-        results.push(report(tasks, rate, &theirs));
+        results.push(report(tasks, rate, seconds, &ours));
+        results.push(report(tasks, rate, seconds, &theirs));
     }
     println!("{}", json!({ "seconds": seconds, "cases": results }));
 }

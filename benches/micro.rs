@@ -403,6 +403,51 @@ fn bench_redis(c: &mut Criterion) {
 
     round_trips(&rt, &setup, &one_key, &many_keys);
     interleaved_latency(&rt, &setup);
+    if setup._server.is_some() {
+        server_side(&rt, &setup);
+    }
+}
+
+/// Where a script call's time goes: the Redis server's own time per call (`INFO
+/// commandstats`, reset before each operation), the rest being the round trip and the client.
+/// Only on the private server: resetting the statistics of a given Redis is not ours to do.
+fn server_side(rt: &Runtime, setup: &RedisSetup) {
+    const CALLS: usize = 20_000;
+    let ops = redis_ops(rt, setup, "server-side");
+    println!();
+    println!("Redis server time per call (INFO commandstats, {CALLS} calls each, one task)");
+    for (name, op) in ops.iter().take(4) {
+        let (op, mut admin) = (op.clone(), setup.ping.clone());
+        let stats: String = rt
+            .block_on(rt.spawn(async move {
+                let _: () = redis::cmd("CONFIG")
+                    .arg("RESETSTAT")
+                    .query_async(&mut admin)
+                    .await
+                    .expect("CONFIG RESETSTAT");
+                for _ in 0..CALLS {
+                    op.once(HOST).await;
+                }
+                redis::cmd("INFO")
+                    .arg("commandstats")
+                    .query_async(&mut admin)
+                    .await
+                    .expect("INFO commandstats")
+            }))
+            .expect("the timing task does not panic");
+        let per_call: Vec<String> = stats
+            .lines()
+            .filter(|line| line.starts_with("cmdstat_ping") || line.starts_with("cmdstat_evalsha"))
+            .filter_map(|line| {
+                let (command, fields) = line.split_once(':')?;
+                let usec = fields
+                    .split(',')
+                    .find_map(|f| f.strip_prefix("usec_per_call="))?;
+                Some(format!("{} {usec} µs", command.trim_start_matches("cmdstat_")))
+            })
+            .collect();
+        println!("{name:<26} {}", per_call.join(", "));
+    }
 }
 
 /// One task takes turns between the Redis operations, timing each call alone, so every
@@ -411,22 +456,29 @@ fn bench_redis(c: &mut Criterion) {
 fn interleaved_latency(rt: &Runtime, setup: &RedisSetup) {
     const ROUNDS: usize = 20_000;
     let ops = redis_ops(rt, setup, "interleaved");
-    let mut histograms: Vec<hdrhistogram::Histogram<u64>> = ops
-        .iter()
-        .map(|_| hdrhistogram::Histogram::new_with_bounds(1, 10_000_000_000, 3).expect("valid"))
-        .collect();
-    rt.block_on(async {
-        for round in 0..ROUNDS {
-            for turn in 0..ops.len() {
-                // The order rotates each round: no operation always follows the same one.
-                let i = (turn + round) % ops.len();
-                let started = Instant::now();
-                ops[i].1.once(HOST).await;
-                let nanos = (started.elapsed().as_nanos() as u64).max(1);
-                histograms[i].saturating_record(nanos);
+    // Inside a spawned task, as an application's requests run: not on the thread that blocks.
+    let timed = ops.clone();
+    let histograms = rt
+        .block_on(rt.spawn(async move {
+            let mut histograms: Vec<hdrhistogram::Histogram<u64>> = timed
+                .iter()
+                .map(|_| {
+                    hdrhistogram::Histogram::new_with_bounds(1, 10_000_000_000, 3).expect("valid")
+                })
+                .collect();
+            for round in 0..ROUNDS {
+                for turn in 0..timed.len() {
+                    // The order rotates each round: no operation always follows the same one.
+                    let i = (turn + round) % timed.len();
+                    let started = Instant::now();
+                    timed[i].1.once(HOST).await;
+                    let nanos = (started.elapsed().as_nanos() as u64).max(1);
+                    histograms[i].saturating_record(nanos);
+                }
             }
-        }
-    });
+            histograms
+        }))
+        .expect("the timing task does not panic");
     println!();
     println!("Redis latency, one task, the operations taking turns ({ROUNDS} rounds), in µs");
     println!(
@@ -503,9 +555,11 @@ fn wants_redis() -> bool {
 fn config() -> Criterion {
     // Short runs: the whole default run stays near two minutes on two shared cores.
     Criterion::default()
-        .warm_up_time(Duration::from_millis(700))
-        .measurement_time(Duration::from_secs(2))
-        .sample_size(30)
+        .warm_up_time(Duration::from_millis(500))
+        .measurement_time(Duration::from_millis(1500))
+        .sample_size(20)
+        // No HTML plots: drawing them took longer than measuring.
+        .without_plots()
         .configure_from_args()
 }
 
