@@ -190,18 +190,26 @@ enum Subject {
 }
 
 impl Subject {
-    async fn call(&self, url: &str, key: &str) -> bool {
-        match self {
-            Subject::Noop => true,
-            Subject::Pacer(pacer) => pacer.acquire(key, 1).await.is_ok(),
-            Subject::Plain(client) => match client.get(url).send().await {
-                Ok(response) => response.status().is_success() && response.bytes().await.is_ok(),
-                Err(_) => false,
-            },
-            Subject::Layered(client) => match client.get(url).send().await {
-                Ok(response) => response.status().is_success() && response.bytes().await.is_ok(),
-                Err(_) => false,
-            },
+    /// One request; a failure says why.
+    async fn call(&self, url: &str, key: &str) -> Result<(), String> {
+        let response = match self {
+            Subject::Noop => return Ok(()),
+            Subject::Pacer(pacer) => {
+                return pacer
+                    .acquire(key, 1)
+                    .await
+                    .map(drop)
+                    .map_err(|e| e.to_string());
+            }
+            Subject::Plain(client) => client.get(url).send().await.map_err(|e| e.to_string()),
+            Subject::Layered(client) => client.get(url).send().await.map_err(|e| e.to_string()),
+        }?;
+        let status = response.status();
+        response.bytes().await.map_err(|e| e.to_string())?;
+        if status.is_success() {
+            Ok(())
+        } else {
+            Err(format!("status {status}"))
         }
     }
 }
@@ -292,6 +300,8 @@ struct Run {
     cpu: Duration,
     server_cpu: Duration,
     redis_cpu: Option<Duration>,
+    /// The first failure's message, if any.
+    first_failure: Option<String>,
 }
 
 impl Run {
@@ -327,6 +337,7 @@ impl Run {
             (Some(a), Some(b)) => Some(a + b),
             _ => None,
         };
+        self.first_failure = self.first_failure.take().or(other.first_failure);
     }
 
     fn quantile_us(h: &Histogram<u64>, q: f64) -> f64 {
@@ -358,6 +369,7 @@ impl Run {
                 .map(|n| round(micros(self.cpu_per_request()) - micros(n), 3)),
             "server_cpu_us_per_request": round(micros(self.per_request(self.server_cpu)), 3),
             "redis_cpu_us_per_request": self.redis_cpu.map(|d| round(micros(self.per_request(d)), 3)),
+            "first_failure": self.first_failure,
         })
     }
 }
@@ -379,6 +391,7 @@ struct Tally {
     failed: u64,
     timed_out: u64,
     last_done: Option<Instant>,
+    first_failure: Option<String>,
 }
 
 fn histogram() -> Histogram<u64> {
@@ -403,6 +416,7 @@ async fn load(
         failed: 0,
         timed_out: 0,
         last_done: None,
+        first_failure: None,
     }));
     let slots = Arc::new(Semaphore::new(max_in_flight));
     let (url, key): (Arc<str>, Arc<str>) =
@@ -423,13 +437,16 @@ async fn load(
                 let done = Instant::now();
                 let mut tally = tally.lock().unwrap_or_else(|e| e.into_inner());
                 match outcome {
-                    Ok(true) => {
+                    Ok(Ok(())) => {
                         tally.ok += 1;
                         let nanos = |d: Duration| (d.as_nanos() as u64).max(1);
                         tally.latency.saturating_record(nanos(done - due));
                         tally.service.saturating_record(nanos(done - began));
                     }
-                    Ok(false) => tally.failed += 1,
+                    Ok(Err(why)) => {
+                        tally.failed += 1;
+                        tally.first_failure.get_or_insert(why);
+                    }
                     Err(_) => tally.timed_out += 1,
                 }
                 tally.last_done = Some(tally.last_done.map_or(done, |t| t.max(done)));
@@ -452,6 +469,7 @@ async fn load(
         failed: tally.failed,
         timed_out: tally.timed_out,
         last_done: tally.last_done,
+        first_failure: tally.first_failure.take(),
     };
     std::mem::swap(&mut out.latency, &mut tally.latency);
     std::mem::swap(&mut out.service, &mut tally.service);
@@ -489,6 +507,7 @@ async fn measure(
         service: tally.service,
         cpu: cpu1.saturating_sub(cpu0),
         server_cpu: server1.saturating_sub(server0),
+        first_failure: tally.first_failure,
         redis_cpu: match (redis0, redis1) {
             (Some(a), Some(b)) if kind.needs_redis() => Some(b.saturating_sub(a)),
             _ => None,
@@ -699,6 +718,9 @@ fn row(run: &Run) {
             "  (not sustained)"
         }
     );
+    if let Some(why) = &run.first_failure {
+        println!("{:<21} first failure: {why}", "");
+    }
 }
 
 /// The ratios the targets are stated in, from runs of one process.

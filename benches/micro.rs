@@ -443,7 +443,10 @@ fn server_side(rt: &Runtime, setup: &RedisSetup) {
                 let usec = fields
                     .split(',')
                     .find_map(|f| f.strip_prefix("usec_per_call="))?;
-                Some(format!("{} {usec} µs", command.trim_start_matches("cmdstat_")))
+                Some(format!(
+                    "{} {usec} µs",
+                    command.trim_start_matches("cmdstat_")
+                ))
             })
             .collect();
         println!("{name:<26} {}", per_call.join(", "));
