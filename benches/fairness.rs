@@ -124,7 +124,6 @@ async fn run(limiter: Limiter, tasks: u32, rate: u32, seconds: u64) -> Outcome {
         per_task.push(handle.await.expect("a task does not panic"));
     }
     let (first, steady, starved, in_window) = Arc::try_unwrap(shared)
-        .ok()
         .expect("every task has ended")
         .into_inner()
         .unwrap_or_else(|e| e.into_inner());
