@@ -8,6 +8,7 @@
 //! ```text
 //! cargo bench --bench fairness                        # C=200 R=20 and C=100 R=100, 30 s each
 //! cargo bench --bench fairness -- --case 50:10 --seconds 20
+//! cargo bench --bench fairness -- --case 100:100 --burst 2   # the pacer with a burst of 2
 //! ```
 //! The pacer and governor runs of one case go at the same time (each its own limiter, a few
 //! hundred permits per second between them), cases one after the other. The last stdout line
@@ -32,6 +33,9 @@ struct Args {
     /// `TASKS:RATE` pairs (rate in permits per second); default 200:20 and 100:100.
     #[arg(long = "case", value_parser = parse_case)]
     cases: Vec<(u32, u32)>,
+    /// The pacer's burst (`RequestRate::with_burst`); 1 spaces permits evenly.
+    #[arg(long, default_value_t = 1)]
+    burst: u32,
     /// Seconds during which tasks ask for permits (each case then ends its last waits).
     #[arg(long, default_value_t = 30)]
     seconds: u64,
@@ -215,9 +219,15 @@ async fn main() {
     let mut results = Vec::new();
     for &(tasks, rate) in &args.cases {
         let pacer = Pacer::builder()
-            .rate(RequestRate::per_second(rate).expect("a positive rate"))
+            .rate(
+                RequestRate::per_second(rate)
+                    .expect("a positive rate")
+                    .with_burst(args.burst),
+            )
             .build();
-        let quota = Quota::per_second(NonZeroU32::new(rate).expect("a positive rate"));
+        // The same burst as the pacer's: `Quota::per_second` alone would allow a burst of R.
+        let quota = Quota::per_second(NonZeroU32::new(rate).expect("a positive rate"))
+            .allow_burst(NonZeroU32::new(args.burst).unwrap_or(NonZeroU32::MIN));
         let governor = Arc::new(RateLimiter::direct(quota));
         let (ours, theirs) = tokio::join!(
             run(Limiter::Pacer(pacer), tasks, rate, seconds),
@@ -226,5 +236,8 @@ async fn main() {
         results.push(report(tasks, rate, seconds, &ours));
         results.push(report(tasks, rate, seconds, &theirs));
     }
-    println!("{}", json!({ "seconds": seconds, "cases": results }));
+    println!(
+        "{}",
+        json!({ "seconds": seconds, "pacer_burst": args.burst.max(1), "cases": results })
+    );
 }
