@@ -228,6 +228,10 @@ impl RateLimitInfo {
     /// assert_eq!(info.policies.len(), 2);
     /// ```
     pub fn from_headers_at(headers: &http::HeaderMap, now: SystemTime) -> RateLimitInfo {
+        // Most responses state nothing: one pass over the names, then no parser runs.
+        if !headers.keys().any(|name| names_a_rate_limit(name.as_str())) {
+            return RateLimitInfo::default();
+        }
         let clock = receipt::ReceiptClock::new(headers, now);
         // A response served from a cache (`Age` above 0) speaks of a quota as it was when the
         // origin answered, maybe for another client: its quota fields are ignored (the IETF
@@ -249,6 +253,12 @@ impl RateLimitInfo {
             policies,
         }
     }
+}
+
+/// Whether a (lower-case) header name is one a dialect here reads: every one of them names a
+/// rate limit or starts with `retry-after`.
+fn names_a_rate_limit(name: &str) -> bool {
+    name.starts_with("retry-after") || name.contains("ratelimit") || name.contains("rate-limit")
 }
 
 /// Whether the response says it was served from a cache: an `Age` of at least one second.
