@@ -5,27 +5,46 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # Redis tests start their own redis-server (standalone and a 3-master cluster) on loopback.
-if ! command -v redis-server >/dev/null 2>&1 || ! command -v redis-cli >/dev/null 2>&1; then
+# The native-tls feature builds against OpenSSL, found through pkg-config.
+missing=()
+command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
+command -v redis-cli >/dev/null 2>&1 || missing+=(redis-tools)
+command -v pkg-config >/dev/null 2>&1 || missing+=(pkg-config)
+{ command -v pkg-config >/dev/null 2>&1 && pkg-config --exists openssl; } || missing+=(libssl-dev)
+if [ "${#missing[@]}" -gt 0 ]; then
     if [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then
-        echo "==> installing redis-server and redis-tools (apt-get)"
+        echo "==> installing ${missing[*]} (apt-get)"
         apt-get update -qq
-        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server redis-tools >/dev/null
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
     else
-        echo "redis-server/redis-cli not found and cannot install them here (need root and apt-get)." >&2
-        echo "Install them, e.g.: sudo apt-get install -y redis-server redis-tools" >&2
+        echo "missing ${missing[*]} and cannot install them here (need root and apt-get)." >&2
+        echo "Install them, e.g.: sudo apt-get install -y ${missing[*]}" >&2
         exit 1
     fi
 fi
 # The Debian package starts a system Redis on 6379; the tests never use it.
 
-echo "==> cargo fmt --check"
-cargo fmt --all -- --check
+# Runs one check, then says how long it took (CI time is a budget on a 2-core machine).
+step() {
+    local name=$1 started=$SECONDS
+    shift
+    echo "==> $name"
+    "$@"
+    echo "    ($name: $((SECONDS - started)) s)"
+}
 
-echo "==> cargo clippy (all targets, all features, -D warnings)"
-cargo clippy --all-targets --all-features -- -D warnings
-
-echo "==> cargo doc (-D warnings)"
-RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --all-features
-
-echo "==> cargo test (all features)"
-cargo test --all-features
+step "cargo fmt --check" cargo fmt --all -- --check
+step "cargo clippy (all targets, all features)" \
+    cargo clippy --all-targets --all-features -- -D warnings
+# Default features: every target they enable is compiled (checked) and linted here, their unit
+# tests and doctests run below; the integration tests run once, with every feature.
+step "cargo clippy (all targets, default features)" \
+    cargo clippy --all-targets -- -D warnings
+step "cargo clippy (library, no default features)" \
+    cargo clippy --lib --no-default-features -- -D warnings
+step "cargo doc (all features)" \
+    env RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --all-features
+step "cargo build (no default features)" cargo build --no-default-features
+step "cargo test --lib (default features)" cargo test --lib
+step "cargo test --doc (default features)" cargo test --doc
+step "cargo test (all features)" cargo test --all-features
