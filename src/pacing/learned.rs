@@ -108,8 +108,11 @@ struct Silence {
     wave_end: u64,
     /// After a throttle: pausing and probing until the server admits a request again.
     probing: Option<Probing>,
-    /// The estimated window, once a probe has bounded it.
+    /// The estimated window, once a probe has bounded it: a window this long was enough.
     window: Option<Duration>,
+    /// A window this long was not enough (a request that late into one was refused). While
+    /// the two bounds are far apart, each window's first request goes at their midpoint.
+    too_short: Duration,
     /// When the current window began (its first request went), and the one before.
     window_start: Duration,
     previous_start: Duration,
@@ -121,6 +124,8 @@ struct Silence {
     /// The quota last measured in a window (what it admitted before a refusal), which the
     /// curve does not go below.
     floor: u64,
+    /// The start of the window whose floor that is: its successes still coming back raise it.
+    floor_window: Option<Duration>,
     curve: Cubic,
 }
 
@@ -134,6 +139,8 @@ struct Probing {
     at: Duration,
     /// The pause before the next probe, if this one fails.
     next_pause: Duration,
+    /// How long after `from` the last refused request went: the window is longer.
+    refused_after: Duration,
 }
 
 impl KeyQuota {
@@ -417,6 +424,8 @@ impl Silence {
             wave_end: 0,
             probing: None,
             window: None,
+            too_short: Duration::ZERO,
+            floor_window: None,
             window_start: from,
             previous_start: from,
             used: measured,
@@ -447,7 +456,7 @@ impl Silence {
         let Some(window) = self.window else {
             return SilentAdmission::Go { alone: false };
         };
-        let next_window = self.window_start.saturating_add(window);
+        let next_window = self.window_start.saturating_add(self.next_try(window));
         if now >= next_window {
             // A new window: its first request goes alone, so a window estimated too short
             // costs one 429, not a burst.
@@ -466,6 +475,18 @@ impl Silence {
         }
     }
 
+    /// How far into a window its successor's first request goes: the window, or the midpoint
+    /// between the two bounds while they are more than an eighth (and 20 ms) apart. Each
+    /// midpoint tried costs at most one 429; the window kept is at most 12.5% too long.
+    fn next_try(&self, window: Duration) -> Duration {
+        let gap = window.saturating_sub(self.too_short);
+        if gap > (window / 8).max(Duration::from_millis(20)) {
+            self.too_short + gap / 2
+        } else {
+            window
+        }
+    }
+
     fn admitted(&mut self, ticket: Ticket, was_probe: bool) {
         if was_probe && let Some(probing) = self.probing.take() {
             // The server admits again: the measured window is bounded, and a new one began
@@ -477,6 +498,7 @@ impl Silence {
             // Requests of the measured window answered after the throttle count too.
             let measured = probing.measured.max(self.admitted);
             self.window = Some(window);
+            self.too_short = probing.refused_after.min(window);
             self.previous_start = probing.from;
             self.previous_admitted = measured;
             self.window_start = ticket.sent;
@@ -492,6 +514,22 @@ impl Silence {
         }
         if ticket.window == Some(self.window_start) || self.window.is_none() {
             self.admitted = self.admitted.saturating_add(1);
+            // A success of the refused window answered after the refusal: it was admitted
+            // too, so the window's quota was at least this.
+            if ticket.window.is_some() && ticket.window == self.floor_window {
+                self.floor = self.floor.max(self.admitted);
+            }
+        }
+        // A window's first request went before the estimated window had passed, and was let
+        // in: the window is no longer than that.
+        if was_probe
+            && ticket.window == Some(self.window_start)
+            && let Some(window) = self.window
+        {
+            let into = self.window_start.saturating_sub(self.previous_start);
+            if into < window {
+                self.window = Some(into.max(self.too_short));
+            }
         }
     }
 
@@ -499,6 +537,7 @@ impl Silence {
     fn throttled(&mut self, now: Duration, ticket: Ticket, was_probe: bool) -> Duration {
         if let Some(probing) = &mut self.probing {
             // A probe failed: the window has not ended yet; wait longer before the next.
+            probing.refused_after = ticket.sent.saturating_sub(probing.from);
             let pause = probing.next_pause;
             probing.next_pause = pause.mul_f64(PAUSE_GROWTH).min(LONGEST_PAUSE);
             return pause;
@@ -510,17 +549,29 @@ impl Silence {
                 measured: self.admitted,
                 at: now,
                 next_pause: FIRST_PAUSE,
+                refused_after: ticket.sent.saturating_sub(self.window_start),
             },
-            // The first request of a window was refused: the window was estimated too short.
-            // The one before is still running; what it admitted is its quota.
-            Some(_) if was_probe && ticket.window == Some(self.window_start) => {
+            // The first request of a window was refused: the window before is still running;
+            // what it admitted is its quota.
+            Some(window) if was_probe && ticket.window == Some(self.window_start) => {
+                let into = self.window_start.saturating_sub(self.previous_start);
                 self.window_start = self.previous_start;
                 self.admitted = self.previous_admitted;
+                if into < window {
+                    // It went early, at the midpoint: the window is longer than that. Try the
+                    // next midpoint; the window's end is known to be enough.
+                    self.too_short = self.too_short.max(into);
+                    self.used = u64::MAX;
+                    let next = self.window_start.saturating_add(self.next_try(window));
+                    return next.saturating_sub(now).max(Duration::from_millis(1));
+                }
+                // It went at the estimated end: the estimate was too short. Measure again.
                 Probing {
                     from: self.previous_start,
                     measured: self.previous_admitted,
                     at: now,
                     next_pause: FIRST_PAUSE,
+                    refused_after: into,
                 }
             }
             // Refused inside a window: the quota estimate was too high. The curve is cut (it
@@ -530,9 +581,10 @@ impl Silence {
             Some(window) => {
                 let measured = self.admitted;
                 self.floor = measured;
+                self.floor_window = Some(self.window_start);
                 self.curve.throttled(measured as f64, self.windows_at(now));
                 self.used = u64::MAX;
-                let next_window = self.window_start.saturating_add(window);
+                let next_window = self.window_start.saturating_add(self.next_try(window));
                 return next_window
                     .saturating_sub(now)
                     .max(Duration::from_millis(1));

@@ -280,25 +280,29 @@ fn estimated() -> KeyQuota {
 #[test]
 fn a_bare_throttle_pauses_then_probes_and_the_probe_bounds_the_window() {
     let mut q = estimated();
-    // Five were admitted in the window that ended between 262 ms and 637 ms.
+    // Five were admitted in the window that ended between 261 ms and 637 ms after it began.
     assert_eq!(q.estimate(MS * 638), Some((5, MS * 637)));
     // The probe was the window's first: four more go, then the key waits for the next window.
     for _ in 0..4 {
         let ticket = reserve(&mut q, MS * 640);
         see(&mut q, MS * 641, ticket, false, &silent());
     }
-    assert_eq!(q.try_reserve(MS * 641, 1), Admission::WaitUntil(MS * 1274));
-    // Each window's first request goes alone.
-    let first = reserve(&mut q, MS * 1274);
+    // A window of 261 ms was not enough, 637 ms was: the next window's first request goes
+    // alone at the midpoint, 449 ms in.
+    assert_eq!(q.try_reserve(MS * 641, 1), Admission::WaitUntil(MS * 1086));
+    let first = reserve(&mut q, MS * 1086);
     assert_eq!(
-        q.try_reserve(MS * 1274, 1),
-        Admission::WaitUntil(MS * 1274 + PROBE_FOR)
+        q.try_reserve(MS * 1086, 1),
+        Admission::WaitUntil(MS * 1086 + PROBE_FOR)
     );
-    see(&mut q, MS * 1275, first, false, &silent());
+    // Let in: the window is no longer than 449 ms.
+    see(&mut q, MS * 1087, first, false, &silent());
+    assert_eq!(q.estimate(MS * 1087), Some((5, MS * 449)));
     for _ in 0..4 {
-        reserve(&mut q, MS * 1276);
+        reserve(&mut q, MS * 1088);
     }
-    assert_eq!(q.try_reserve(MS * 1276, 1), Admission::WaitUntil(MS * 1911));
+    // Bounds 261 and 449 ms: the next first request goes at 355 ms.
+    assert_eq!(q.try_reserve(MS * 1088, 1), Admission::WaitUntil(MS * 1441));
 }
 
 #[test]
@@ -310,36 +314,38 @@ fn a_refusal_inside_an_estimated_window_floors_the_quota_at_what_it_admitted_and
     }
     let refused = reserve(&mut q, MS * 650);
     // Three were admitted in this window (the probe and two): the key waits for the next
-    // window. The curve is cut to 70% of three (2.1), but three is what the server admitted:
-    // the quota is three, and grows above it again only once the curve has climbed back.
+    // window's first try (449 ms in). The curve is cut to 70% of three (2.1), but three is
+    // what the server admitted: the quota is three, and grows above it again only once the
+    // curve has climbed back.
     assert_eq!(
         see(&mut q, MS * 651, refused, true, &silent()),
-        Some(MS * 623)
+        Some(MS * 435)
     );
     assert_eq!(q.estimate(MS * 651), Some((3, MS * 637)));
     // K = ∛(3 × 0.3 / 0.4) ≈ 1.31 windows after the cut the curve is back at 3; two windows
     // later still under 4.
     assert_eq!(q.estimate(MS * (651 + 2 * 637)).map(|e| e.0), Some(3));
-    assert_eq!(q.try_reserve(MS * 700, 1), Admission::WaitUntil(MS * 1274));
+    assert_eq!(q.try_reserve(MS * 700, 1), Admission::WaitUntil(MS * 1086));
 }
 
 #[test]
-fn a_refused_first_request_of_a_window_measures_the_window_again_from_the_one_before() {
+fn a_first_request_refused_at_the_midpoint_raises_the_lower_bound() {
     let mut q = estimated();
     for _ in 0..4 {
         let ticket = reserve(&mut q, MS * 640);
         see(&mut q, MS * 641, ticket, false, &silent());
     }
-    // The window was longer than 637 ms: the next window's first request is refused.
-    let first = reserve(&mut q, MS * 1274);
+    // Refused 449 ms into the window: the window is longer. The running window keeps its
+    // count, and the next try is the midpoint of 449 and 637 ms: 543 ms in.
+    let first = reserve(&mut q, MS * 1086);
     assert_eq!(
-        see(&mut q, MS * 1275, first, true, &silent()),
-        Some(MS * 250)
+        see(&mut q, MS * 1087, first, true, &silent()),
+        Some(MS * 93)
     );
-    let probe = reserve(&mut q, MS * 1525);
-    see(&mut q, MS * 1526, probe, false, &silent());
-    // Measured from the start of the window that was still running (637 ms).
-    assert_eq!(q.estimate(MS * 1526), Some((5, MS * 888)));
+    assert_eq!(q.try_reserve(MS * 1100, 1), Admission::WaitUntil(MS * 1180));
+    let second = reserve(&mut q, MS * 1180);
+    see(&mut q, MS * 1181, second, false, &silent());
+    assert_eq!(q.estimate(MS * 1181), Some((5, MS * 543)));
 }
 
 #[test]
@@ -376,4 +382,45 @@ fn a_stated_quota_replaces_the_estimate() {
     );
     assert_eq!(q.estimate(MS * 641), None);
     assert_eq!(q.budget(), Some(17));
+}
+
+#[test]
+fn a_first_request_refused_at_the_estimated_end_measures_the_window_again() {
+    let mut q = estimated();
+    for _ in 0..4 {
+        let ticket = reserve(&mut q, MS * 640);
+        see(&mut q, MS * 641, ticket, false, &silent());
+    }
+    // Say the bounds have met: 630 ms was not enough, 637 ms was. The next first request goes
+    // at the window's end, 1274 ms...
+    q.silence.as_mut().unwrap().too_short = MS * 630;
+    assert_eq!(q.try_reserve(MS * 700, 1), Admission::WaitUntil(MS * 1274));
+    // ...and is refused: the estimate was wrong (the server changed, or its window drifts).
+    // The key pauses and probes as after a first throttle, measuring from the running
+    // window's start (637 ms).
+    let first = reserve(&mut q, MS * 1274);
+    assert_eq!(
+        see(&mut q, MS * 1275, first, true, &silent()),
+        Some(MS * 250)
+    );
+    let probe = reserve(&mut q, MS * 1525);
+    see(&mut q, MS * 1526, probe, false, &silent());
+    assert_eq!(q.estimate(MS * 1526), Some((5, MS * 888)));
+}
+
+#[test]
+fn successes_of_a_refused_window_answered_after_the_refusal_raise_its_floor() {
+    let mut q = estimated();
+    // Three more go in the window, then a fourth, which the server refuses before the
+    // others' answers come back.
+    let sent: Vec<Ticket> = (0..3).map(|_| reserve(&mut q, MS * 640)).collect();
+    let refused = reserve(&mut q, MS * 640);
+    see(&mut q, MS * 641, refused, true, &silent());
+    // Only the probe was answered by then: the floor read 1...
+    assert_eq!(q.estimate(MS * 641).map(|e| e.0), Some(1));
+    // ...but the three were admitted too: the window's quota was four.
+    for ticket in sent {
+        see(&mut q, MS * 642, ticket, false, &silent());
+    }
+    assert_eq!(q.estimate(MS * 642).map(|e| e.0), Some(4));
 }
