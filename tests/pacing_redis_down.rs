@@ -6,9 +6,9 @@ mod support;
 use std::time::{Duration, Instant};
 
 use redis::Commands;
-use reqwest_polite::limiter::redis::{RedisOptions, RedisStore};
+use reqwest_polite::limiter::redis::{RedisLimitError, RedisOptions, RedisStore};
 use reqwest_polite::pacing::{
-    Pacer, PacingError, PacingMode, RequestRate, SharedBucket, StoreFailure,
+    Pacer, PacingError, PacingMode, RequestRate, SharedBucket, StoreError, StoreFailure,
 };
 use support::RedisServer;
 
@@ -153,12 +153,30 @@ async fn fail_closed_refuses_during_the_outage_only() {
         let in_outage = ended >= outage.stopped_at && attempt.at < outage.back_at;
         match &attempt.outcome {
             Ok(()) => {}
-            Err(PacingError::StoreUnavailable { .. }) if in_outage => {}
+            // An outage, never a bug: a timeout, a refused connection, or set aside.
+            Err(PacingError::StoreUnavailable { reason }) if in_outage => {
+                assert!(reason.is_unavailable(), "at {:?}: {reason:?}", attempt.at);
+            }
             Err(error) => panic!("at {:?}: {error:?}", attempt.at),
         }
     }
     let refused = attempts.iter().filter(|a| a.outcome.is_err()).count();
     assert!(refused > 10, "only {refused} refusals during a 1 s outage");
+    // Between probes the store is set aside; a refusal that asked Redis carries its timeout or
+    // its error, as the source.
+    let asked: Vec<&StoreError> = attempts
+        .iter()
+        .filter_map(|a| match &a.outcome {
+            Err(PacingError::StoreUnavailable { reason }) if !reason.is_set_aside() => Some(reason),
+            _ => None,
+        })
+        .collect();
+    assert!(!asked.is_empty(), "no refusal asked Redis");
+    for reason in asked {
+        let from_redis = reason.is_timeout()
+            || std::error::Error::source(reason).is_some_and(|s| s.is::<RedisLimitError>());
+        assert!(from_redis, "{reason:?}");
+    }
     let after = admitted_between(&attempts, outage.back_at, Duration::from_secs(3));
     assert!(after > 0, "nothing admitted after the restart");
 }

@@ -1,5 +1,7 @@
 use std::time::Duration;
 
+use super::StoreError;
+
 /// Why the pacer refused a request instead of letting it through.
 ///
 /// Each variant carries the facts a caller needs, first of all the wait that was refused.
@@ -37,10 +39,11 @@ pub enum PacingError {
         burst: u32,
     },
     /// The shared quota's store (Redis) is out of reach and its policy is fail-closed.
-    #[error("the shared quota store is unreachable (fail-closed): {reason}")]
+    #[error("the shared quota store gave no answer and the policy is fail-closed")]
     StoreUnavailable {
         /// What went wrong, without keys or secrets.
-        reason: String,
+        #[source]
+        reason: StoreError,
     },
 }
 

@@ -110,4 +110,4 @@ pub use key::{PartitionKey, PerHost};
 pub use middleware::PacingMiddleware;
 pub use pacer::{Pacer, PacerBuilder};
 pub use permit::Permit;
-pub use shared::{SharedBucket, SharedCalls, StoreFailure, StoreHealthReport};
+pub use shared::{SharedBucket, SharedCalls, StoreError, StoreFailure, StoreHealthReport};

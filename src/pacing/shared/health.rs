@@ -84,7 +84,12 @@ impl StoreHealth {
     /// The store failed at `now`: it is set aside until the next probe. The first failure of
     /// an outage is told at once (see [`tell`]), with `policy` and `error`. Returns whether
     /// this failure should be warned about again (at most once per 10 s).
-    pub(super) fn failed(&self, now: Duration, policy: &dyn std::fmt::Debug, error: &str) -> bool {
+    pub(super) fn failed(
+        &self,
+        now: Duration,
+        policy: &dyn std::fmt::Debug,
+        error: &dyn std::fmt::Display,
+    ) -> bool {
         let now = duration_nanos(now);
         let retry_at = now.saturating_add(duration_nanos(PROBE_EVERY)).max(1);
         if self.retry_at.swap(retry_at, Ordering::Relaxed) == 0 {
@@ -116,7 +121,7 @@ mod tests {
     fn a_failed_store_is_set_aside_until_the_next_probe_and_warned_about_sparingly() {
         let health = StoreHealth::default();
         let at = |ms: u64| Duration::from_millis(ms);
-        let failed = |ms: u64| health.failed(at(ms), &"FailOpen", "connection refused");
+        let failed = |ms: u64| health.failed(at(ms), &"FailOpen", &"connection refused");
         assert!(health.is_due(at(0)));
         // The first failure of an outage is told at once, not again as a repeat warning.
         assert!(!failed(1));

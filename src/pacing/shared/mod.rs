@@ -8,6 +8,8 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+use self::error::Chain;
+pub use self::error::StoreError;
 use self::health::StoreHealth;
 pub use self::health::StoreHealthReport;
 use self::lease::{LeaseSpend, Leases};
@@ -54,16 +56,15 @@ pub(crate) enum StoreTake {
     Never,
 }
 
-/// The store behind a shared bucket (Redis; a fake in tests). Errors are plain messages that
-/// never hold a key.
+/// The store behind a shared bucket (Redis; a fake in tests). Its errors never hold a key.
 #[async_trait::async_trait]
 pub(crate) trait SharedStore: Send + Sync + 'static {
     /// Takes `cost` tokens for `key` if they are there now (nothing is taken otherwise).
-    async fn take(&self, key: &str, cost: u64) -> Result<StoreTake, String>;
+    async fn take(&self, key: &str, cost: u64) -> Result<StoreTake, StoreError>;
     /// Closes the shared gate of `key` for `wait` (a longer gate already there wins).
-    async fn close_gate(&self, key: &str, wait: Duration) -> Result<(), String>;
+    async fn close_gate(&self, key: &str, wait: Duration) -> Result<(), StoreError>;
     /// How long the shared gate of `key` stays closed (zero when open).
-    async fn gate(&self, key: &str) -> Result<Duration, String>;
+    async fn gate(&self, key: &str) -> Result<Duration, StoreError>;
 }
 
 /// A token bucket that many processes share, with its lease size and failure policy.
@@ -131,7 +132,7 @@ pub(crate) enum SharedTake {
         burst: u32,
     },
     /// The store is out of reach and the policy is fail-closed.
-    Unavailable(String),
+    Unavailable(StoreError),
 }
 
 /// A shared bucket at work inside one pacer.
@@ -279,8 +280,8 @@ impl SharedQuota {
     async fn call<T>(
         &self,
         counter: &AtomicU64,
-        call: impl Future<Output = Result<T, String>>,
-    ) -> Result<T, String> {
+        call: impl Future<Output = Result<T, StoreError>>,
+    ) -> Result<T, StoreError> {
         counter.fetch_add(1, Ordering::Relaxed);
         call.await
     }
@@ -301,23 +302,23 @@ impl SharedQuota {
     }
 
     /// Applies the failure policy, and keeps the store aside until the next probe.
-    fn on_store_down(&self, key: &str, cost: u32, error: Option<String>) -> SharedTake {
+    fn on_store_down(&self, key: &str, cost: u32, error: Option<StoreError>) -> SharedTake {
         if let Some(error) = &error
             && self
                 .health
-                .failed(self.clock.now(), &self.bucket.on_failure, error)
+                .failed(self.clock.now(), &self.bucket.on_failure, &Chain(error))
         {
             tracing::warn!(
                 policy = ?self.bucket.on_failure,
-                %error,
+                error = %Chain(error),
                 "pacing: shared quota store still unreachable"
             );
         }
         self.health.decided_without_store();
         match (&self.bucket.on_failure, &self.fallback) {
-            (StoreFailure::FailClosed, _) => SharedTake::Unavailable(
-                error.unwrap_or_else(|| "store unreachable at the last try".to_owned()),
-            ),
+            (StoreFailure::FailClosed, _) => {
+                SharedTake::Unavailable(error.unwrap_or(StoreError::SetAside))
+            }
             (StoreFailure::LocalFallback { .. }, Some((rate, buckets))) => {
                 let now = self.clock.now();
                 let mut buckets = buckets.lock().unwrap_or_else(|e| e.into_inner());
@@ -338,6 +339,7 @@ impl SharedQuota {
     }
 }
 
+mod error;
 mod health;
 mod lease;
 #[cfg(feature = "redis")]

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use redis::Script;
 
-use super::{SharedBucket, SharedStore, StoreTake};
+use super::{SharedBucket, SharedStore, StoreError, StoreTake};
 use crate::limiter::redis::keys as redis_keys;
 use crate::limiter::redis::{RedisLimitError, RedisLimiter, RedisStore};
 use crate::pacing::RequestRate;
@@ -68,17 +68,20 @@ impl RedisShared {
     }
 }
 
-fn describe(error: RedisLimitError) -> String {
-    match std::error::Error::source(&error) {
-        Some(source) => format!("{error}: {source}"),
-        None => error.to_string(),
+/// The limiter's error as the pacer's: an outage (a timeout, a store out of reach) or a store
+/// that answered wrongly, the Redis error kept as the source.
+fn store_error(error: RedisLimitError) -> StoreError {
+    match error {
+        RedisLimitError::Timeout { after } => StoreError::Timeout { after },
+        error if error.is_unavailable() => StoreError::Unreachable(Arc::new(error)),
+        error => StoreError::Failed(Arc::new(error)),
     }
 }
 
 #[async_trait::async_trait]
 impl SharedStore for RedisShared {
-    async fn take(&self, key: &str, cost: u64) -> Result<StoreTake, String> {
-        let decision = self.limiter.check(key, cost).await.map_err(describe)?;
+    async fn take(&self, key: &str, cost: u64) -> Result<StoreTake, StoreError> {
+        let decision = self.limiter.check(key, cost).await.map_err(store_error)?;
         Ok(match (decision.allowed, decision.retry_after) {
             (true, _) => StoreTake::Taken {
                 remaining: decision.remaining,
@@ -88,21 +91,21 @@ impl SharedStore for RedisShared {
         })
     }
 
-    async fn close_gate(&self, key: &str, wait: Duration) -> Result<(), String> {
+    async fn close_gate(&self, key: &str, wait: Duration) -> Result<(), StoreError> {
         let millis = wait.as_millis().max(1).to_string();
         self.store
             .eval::<i64>(&CLOSE_GATE, &[self.gate_key(key)], &[millis])
             .await
             .map(drop)
-            .map_err(describe)
+            .map_err(store_error)
     }
 
-    async fn gate(&self, key: &str) -> Result<Duration, String> {
+    async fn gate(&self, key: &str) -> Result<Duration, StoreError> {
         let millis: i64 = self
             .store
             .eval(&READ_GATE, &[self.gate_key(key)], &[])
             .await
-            .map_err(describe)?;
+            .map_err(store_error)?;
         Ok(Duration::from_millis(u64::try_from(millis).unwrap_or(0)))
     }
 }

@@ -46,9 +46,12 @@ impl FakeStore {
         state.last = Some(now);
     }
 
-    fn check_up(&self) -> Result<(), String> {
+    fn check_up(&self) -> Result<(), StoreError> {
         if self.down.load(Ordering::SeqCst) {
-            Err("connection refused".to_owned())
+            Err(StoreError::Unreachable(Arc::new(std::io::Error::new(
+                std::io::ErrorKind::ConnectionRefused,
+                "connection refused",
+            ))))
         } else {
             Ok(())
         }
@@ -63,7 +66,7 @@ impl FakeStore {
 
 #[async_trait::async_trait]
 impl SharedStore for FakeStore {
-    async fn take(&self, _key: &str, cost: u64) -> Result<StoreTake, String> {
+    async fn take(&self, _key: &str, cost: u64) -> Result<StoreTake, StoreError> {
         self.check_up()?;
         self.takes.fetch_add(1, Ordering::SeqCst);
         let delay = *self.delay.lock().unwrap();
@@ -90,7 +93,7 @@ impl SharedStore for FakeStore {
         }
     }
 
-    async fn close_gate(&self, _key: &str, wait: Duration) -> Result<(), String> {
+    async fn close_gate(&self, _key: &str, wait: Duration) -> Result<(), StoreError> {
         self.check_up()?;
         let until = tokio::time::Instant::now() + wait;
         let mut state = self.state.lock().unwrap();
@@ -98,7 +101,7 @@ impl SharedStore for FakeStore {
         Ok(())
     }
 
-    async fn gate(&self, _key: &str) -> Result<Duration, String> {
+    async fn gate(&self, _key: &str) -> Result<Duration, StoreError> {
         self.check_up()?;
         self.gate_reads.fetch_add(1, Ordering::SeqCst);
         let state = self.state.lock().unwrap();
@@ -117,17 +120,17 @@ struct ZeroWaitStore {
 
 #[async_trait::async_trait]
 impl SharedStore for ZeroWaitStore {
-    async fn take(&self, _key: &str, _cost: u64) -> Result<StoreTake, String> {
+    async fn take(&self, _key: &str, _cost: u64) -> Result<StoreTake, StoreError> {
         let n = self.takes.fetch_add(1, Ordering::SeqCst);
         assert!(n < 1000, "the pacer spins on a zero wait");
         Ok(StoreTake::Wait(Duration::ZERO))
     }
 
-    async fn close_gate(&self, _key: &str, _wait: Duration) -> Result<(), String> {
+    async fn close_gate(&self, _key: &str, _wait: Duration) -> Result<(), StoreError> {
         Ok(())
     }
 
-    async fn gate(&self, _key: &str) -> Result<Duration, String> {
+    async fn gate(&self, _key: &str) -> Result<Duration, StoreError> {
         Ok(Duration::ZERO)
     }
 }
@@ -239,12 +242,28 @@ async fn fail_closed_refuses_with_the_reason() {
     let store = Arc::new(FakeStore::default());
     let pacer = pacer_on(&store, |s| s.on_failure(StoreFailure::FailClosed));
     store.down.store(true, Ordering::SeqCst);
-    for _ in 0..3 {
+    for attempt in 0..3 {
         let error = pacer.acquire("k", 1).await.unwrap_err();
-        assert!(
-            matches!(error, PacingError::StoreUnavailable { .. }),
-            "{error:?}"
-        );
+        let PacingError::StoreUnavailable { reason } = &error else {
+            panic!("{error:?}");
+        };
+        // The first refusal carries the store's own error; the next ones, before the next
+        // probe, say the store was set aside.
+        if attempt == 0 {
+            assert!(
+                reason.is_unavailable() && !reason.is_set_aside(),
+                "{reason:?}"
+            );
+            let source = std::error::Error::source(&error).map(ToString::to_string);
+            assert_eq!(source.as_deref(), Some("the store is unreachable"));
+            assert_eq!(
+                Chain(&error).to_string(),
+                "the shared quota store gave no answer and the policy is fail-closed: \
+                 the store is unreachable: connection refused"
+            );
+        } else {
+            assert_eq!(reason, &StoreError::SetAside);
+        }
     }
     store.down.store(false, Ordering::SeqCst);
     tokio::time::sleep(PROBE_EVERY).await;
