@@ -209,8 +209,10 @@ impl Pacer {
             (mode, _) => mode,
         };
         let queue = self.inner.keys.queue(key);
-        let turn = match mode {
-            PacingMode::Wait { max_wait } => {
+        // Nobody waiting: the turn is free at once, without arming a timer.
+        let turn = match (queue.turn.try_acquire(), mode) {
+            (Ok(turn), _) => Ok(turn),
+            (Err(_), PacingMode::Wait { max_wait }) => {
                 match tokio::time::timeout(max_wait, queue.turn.acquire()).await {
                     Ok(turn) => turn,
                     Err(_) => {
@@ -222,7 +224,7 @@ impl Pacer {
                     }
                 }
             }
-            PacingMode::FailFast => queue.turn.acquire().await,
+            (Err(_), PacingMode::FailFast) => queue.turn.acquire().await,
         };
         // The semaphore is never closed.
         let _turn = turn.expect("a pacing queue is never closed");
@@ -324,7 +326,6 @@ impl Pacer {
                 Admission::Reserved(ticket) => ticket,
                 Admission::WaitUntil(until) => return Ok(Err(until.saturating_sub(now))),
             };
-            let local_taken = state.local.is_some();
             if let Some(local) = &mut state.local {
                 match local.try_take_late(cost, late) {
                     Take::Taken => {}
@@ -338,9 +339,9 @@ impl Pacer {
                     }
                 }
             }
-            Ok(Ok((ticket, local_taken)))
+            Ok(Ok(ticket))
         });
-        let (ticket, local_taken): (Ticket, bool) = match admitted? {
+        let ticket: Ticket = match admitted? {
             Ok(taken) => taken,
             Err(wait) => return Ok(Err(wait)),
         };
@@ -350,7 +351,6 @@ impl Pacer {
             key: key.into(),
             ticket,
             cost,
-            local_taken,
             whole_taken: false,
             sent: false,
         };
@@ -391,9 +391,7 @@ impl Pacer {
         let cost = reservation.cost;
         inner.keys.with_existing(&reservation.key, |state| {
             state.quota.cancel(reservation.ticket, u64::from(cost));
-            if reservation.local_taken
-                && let Some(local) = &mut state.local
-            {
+            if let Some(local) = &mut state.local {
                 local.refund(cost);
             }
         });

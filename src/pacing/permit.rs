@@ -72,11 +72,10 @@ impl Permit {
             if let Some(wait) = pause {
                 state.quota.close_gate(now, wait);
             }
+            // News for the head of the key's queue: it may go sooner (or must wait longer).
+            state.queue.news.notify_one();
             (pause, state.quota.gate_after(now))
         });
-        if let Some(pacing) = inner.keys.with_existing(key, |s| s.queue.clone()) {
-            pacing.news.notify_one();
-        }
         if let Some(wait) = pause {
             // Once per spent window and key: worth seeing at the default level.
             tracing::info!(
@@ -123,8 +122,8 @@ pub(super) struct Reservation {
     pub(super) key: Box<str>,
     pub(super) ticket: Ticket,
     pub(super) cost: u32,
-    /// Whether a token was taken from the key's local bucket, or from the pacer's whole one.
-    pub(super) local_taken: bool,
+    /// Whether a token was taken from the pacer's whole bucket. (One was taken from the key's
+    /// own bucket, when it has one, before any reservation exists.)
     pub(super) whole_taken: bool,
     pub(super) sent: bool,
 }
