@@ -2,7 +2,7 @@
 //!
 //! ```text
 //! polite_fetch URL [--requests N] [--concurrency C] [--max-retries M] [--no-retry] [--json]
-//!                  [--rate R [--burst B] [--redis URL [--key K]]] [--no-pacing]
+//!                  [--rate R [--burst B] [--redis URL [--key K]]] [--no-pacing] [--unlimited]
 //! ```
 //! Without `--rate`, the client learns each host's quota from its responses.
 //! `{i}` in URL is replaced by the request index (0..N). Without a URL, an embedded wiremock
@@ -60,6 +60,9 @@ struct Args {
     /// No pacing at all (only the retry layer waits).
     #[arg(long, conflicts_with_all = ["rate", "redis"])]
     no_pacing: bool,
+    /// The embedded server admits everything (no limit): to measure the client's own pacing.
+    #[arg(long, conflicts_with = "url")]
+    unlimited: bool,
 }
 
 /// The pacer the flags ask for: none, local, Redis-shared, or learning only.
@@ -130,14 +133,21 @@ async fn main() -> ExitCode {
             args.concurrency.unwrap_or(1),
         ),
         None => {
-            let server = demo::start().await;
+            let server = demo::start(args.unlimited).await;
             let url = format!("{}/items/{{i}}", server.uri());
-            eprintln!(
-                "demo: embedded server at {} allows {} requests per {:?}",
-                server.uri(),
-                demo::LIMIT,
-                demo::WINDOW
-            );
+            if args.unlimited {
+                eprintln!(
+                    "demo: embedded server at {} admits everything",
+                    server.uri()
+                );
+            } else {
+                eprintln!(
+                    "demo: embedded server at {} allows {} requests per {:?}",
+                    server.uri(),
+                    demo::LIMIT,
+                    demo::WINDOW
+                );
+            }
             (
                 Some(server),
                 url,
@@ -261,9 +271,14 @@ mod demo {
     pub const LIMIT: u64 = 10;
     pub const WINDOW: Duration = Duration::from_secs(1);
 
-    pub async fn start() -> RateLimitedServer {
-        RateLimitedApi::global(LIMIT, WINDOW)
-            .start()
+    /// The demo's API, or (`unlimited`) one that admits every request.
+    pub async fn start(unlimited: bool) -> RateLimitedServer {
+        let api = if unlimited {
+            RateLimitedApi::new()
+        } else {
+            RateLimitedApi::global(LIMIT, WINDOW)
+        };
+        api.start()
             .await
             .expect("the demo's limit and window are valid")
     }
