@@ -37,6 +37,7 @@
 mod support;
 
 use std::io::{BufRead, BufReader, Read, Write};
+use std::num::NonZeroU32;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
@@ -48,7 +49,8 @@ use plotters::prelude::*;
 use reqwest_middleware::ClientWithMiddleware;
 use reqwest_polite::PoliteClientBuilder;
 use reqwest_polite::limiter::redis::{RedisOptions, RedisStore};
-use reqwest_polite::pacing::{Pacer, RequestRate, SharedBucket, StoreFailure};
+use reqwest_polite::pacing::{Pacer, SharedBucket, StoreFailure};
+use reqwest_polite::time::Rate;
 use reqwest_retry::RetryTransientMiddleware;
 use reqwest_retry::policies::ExponentialBackoff;
 use serde_json::{Value, json};
@@ -230,17 +232,15 @@ impl Bench {
         self.runs += 1;
         // Above the test rate, with 20 ms of it as burst: the generator releases requests in
         // 1 ms batches, which a burst of 1 would pace apart.
-        let above = RequestRate::per_second(u32::try_from(rate * 2).unwrap_or(u32::MAX))
-            .expect("a positive rate")
-            .with_burst(u32::try_from(rate / 50).unwrap_or(u32::MAX).max(10));
-        let never = RequestRate::per_second(NEVER_WAITS)
-            .expect("a positive rate")
-            .with_burst(1_000);
+        let nz = |n: u64| {
+            NonZeroU32::new(u32::try_from(n).unwrap_or(u32::MAX).max(1)).unwrap_or(NonZeroU32::MIN)
+        };
+        let above = Rate::per_second(nz(rate * 2)).with_burst(nz((rate / 50).max(10)));
+        let never = Rate::per_second(nz(u64::from(NEVER_WAITS))).with_burst(nz(1_000));
         // Failing closed: a Redis error shows as a failed request, never as a fast one.
-        let shared = |store: &Option<RedisStore>, name: String, rate: RequestRate, lease: u32| {
+        let shared = |store: &Option<RedisStore>, name: String, rate: Rate, lease: u32| {
             let store = store.clone().expect("Redis is up for Redis variants");
             SharedBucket::redis(store, &name, rate)
-                .expect("a valid bucket")
                 .lease(lease)
                 .on_failure(StoreFailure::FailClosed)
         };

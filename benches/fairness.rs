@@ -21,7 +21,8 @@ use std::time::Duration;
 use clap::Parser;
 use governor::{Quota, RateLimiter};
 use hdrhistogram::Histogram;
-use reqwest_polite::pacing::{Pacer, RequestRate};
+use reqwest_polite::pacing::Pacer;
+use reqwest_polite::time::Rate;
 use serde_json::{Value, json};
 use tokio::time::Instant;
 
@@ -33,7 +34,7 @@ struct Args {
     /// `TASKS:RATE` pairs (rate in permits per second); default 200:20 and 100:100.
     #[arg(long = "case", value_parser = parse_case)]
     cases: Vec<(u32, u32)>,
-    /// The pacer's burst (`RequestRate::with_burst`); 1 spaces permits evenly.
+    /// The pacer's burst (`Rate::with_burst`); 1 spaces permits evenly.
     #[arg(long, default_value_t = 1)]
     burst: u32,
     /// Seconds during which tasks ask for permits (each case then ends its last waits).
@@ -217,17 +218,16 @@ async fn main() {
         "kept/s"
     );
     let mut results = Vec::new();
+    let burst = NonZeroU32::new(args.burst).unwrap_or(NonZeroU32::MIN);
     for &(tasks, rate) in &args.cases {
         let pacer = Pacer::builder()
             .rate(
-                RequestRate::per_second(rate)
-                    .expect("a positive rate")
-                    .with_burst(args.burst),
+                Rate::per_second(NonZeroU32::new(rate).expect("a positive rate")).with_burst(burst),
             )
             .build();
         // The same burst as the pacer's: `Quota::per_second` alone would allow a burst of R.
-        let quota = Quota::per_second(NonZeroU32::new(rate).expect("a positive rate"))
-            .allow_burst(NonZeroU32::new(args.burst).unwrap_or(NonZeroU32::MIN));
+        let quota =
+            Quota::per_second(NonZeroU32::new(rate).expect("a positive rate")).allow_burst(burst);
         let governor = Arc::new(RateLimiter::direct(quota));
         let (ours, theirs) = tokio::join!(
             run(Limiter::Pacer(pacer), tasks, rate, seconds),

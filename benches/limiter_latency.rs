@@ -11,12 +11,14 @@
 #[path = "../tests/support/mod.rs"]
 mod support;
 
+use std::num::NonZeroU32;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
 use reqwest_polite::limiter::redis::{RedisLimiter, RedisOptions, RedisStore};
 use reqwest_polite::limiter::{RateLimiter, TokenBucket};
+use reqwest_polite::time::Rate;
 
 const RATE: u64 = 10_000;
 const TICK: Duration = Duration::from_millis(1);
@@ -99,8 +101,11 @@ async fn main() {
         .await
         .expect("the harness's redis-server answers");
     // Generous buckets: the point is the cost of a decision, not the verdicts.
-    let redis = RedisLimiter::token_bucket(store, "bench", 1_000_000, 1_000_000.0).expect("valid");
-    let local = Arc::new(TokenBucket::new(1_000_000, 1_000_000.0).expect("valid"));
+    // A million per second, a million at once: neither bucket ever refuses in the run.
+    let million = NonZeroU32::new(1_000_000).expect("not zero");
+    let rate = Rate::per_second(million).with_burst(million);
+    let redis = RedisLimiter::token_bucket(store, "bench", rate);
+    let local = Arc::new(TokenBucket::new(rate));
     // Warm up connections, scripts and allocations.
     let _ = measure(Subject::Redis(redis.clone()), 1).await;
     let _ = measure(Subject::InProcess(local.clone()), 1).await;

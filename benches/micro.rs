@@ -33,11 +33,13 @@ use http::{HeaderMap, HeaderValue, StatusCode};
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use reqwest_polite::RateLimitInfo;
 use reqwest_polite::limiter::redis::{RedisLimiter, RedisOptions, RedisStore};
-use reqwest_polite::pacing::{Pacer, RequestRate, SharedBucket, StoreFailure};
+use reqwest_polite::pacing::{Pacer, SharedBucket, StoreFailure};
+use reqwest_polite::time::Rate;
 use tokio::runtime::Runtime;
 
 /// A rate no benchmark reaches: the pacer never waits, so what is measured is its bookkeeping.
-const NEVER_WAITS: u32 = 1_000_000_000;
+const NEVER_WAITS: NonZeroU32 = NonZeroU32::new(1_000_000_000).unwrap();
+const THOUSAND: NonZeroU32 = NonZeroU32::new(1_000).unwrap();
 const HOST: &str = "api.example.com:443";
 const TASKS: usize = 64;
 
@@ -144,8 +146,8 @@ fn bench_headers(c: &mut Criterion) {
 
 fn bench_local(c: &mut Criterion) {
     let rt = runtime();
-    let rate = RequestRate::per_second(NEVER_WAITS).expect("non-zero");
-    let quota = Quota::per_second(NonZeroU32::new(NEVER_WAITS).expect("non-zero"));
+    let rate = Rate::per_second(NEVER_WAITS);
+    let quota = Quota::per_second(NEVER_WAITS);
     let mut group = c.benchmark_group("local");
 
     let direct = RateLimiter::direct(quota);
@@ -318,11 +320,8 @@ fn redis_setup(rt: &Runtime) -> RedisSetup {
 /// A shared bucket no benchmark drains (10⁹/s, burst 1,000), failing closed so that a Redis
 /// error stops the bench instead of passing as a fast permit.
 fn shared_pacer(store: &RedisStore, name: &str, lease: u32) -> Pacer {
-    let rate = RequestRate::per_second(NEVER_WAITS)
-        .expect("non-zero")
-        .with_burst(1_000);
+    let rate = Rate::per_second(NEVER_WAITS).with_burst(THOUSAND);
     let bucket = SharedBucket::redis(store.clone(), name, rate)
-        .expect("a valid bucket")
         .lease(lease)
         .on_failure(StoreFailure::FailClosed);
     Pacer::builder().shared(bucket).build()
@@ -333,10 +332,8 @@ fn redis_ops(rt: &Runtime, setup: &RedisSetup, suffix: &str) -> Vec<(&'static st
     let limiter = RedisLimiter::token_bucket(
         setup.store.clone(),
         format!("bench-limiter-{suffix}"),
-        1_000,
-        f64::from(NEVER_WAITS),
-    )
-    .expect("a valid limiter");
+        Rate::per_second(NEVER_WAITS).with_burst(THOUSAND),
+    );
     rt.block_on(async {
         vec![
             ("ping_connection_manager", RedisOp::Ping(setup.ping.clone())),

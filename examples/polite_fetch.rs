@@ -8,6 +8,7 @@
 //! `{i}` in URL is replaced by the request index (0..N). Without a URL, an embedded wiremock
 //! server that rate-limits is started, so the demo needs nothing else (no Redis, no network).
 
+use std::num::NonZeroU32;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -20,8 +21,9 @@ use indicatif::{ProgressBar, ProgressStyle};
 use reqwest_middleware::{Middleware, Next};
 use reqwest_polite::PoliteClientBuilder;
 use reqwest_polite::limiter::redis::{RedisOptions, RedisStore};
-use reqwest_polite::pacing::{Pacer, RequestRate, SharedBucket};
+use reqwest_polite::pacing::{Pacer, SharedBucket};
 use reqwest_polite::retry::{RetryMiddleware, RetryPolicy};
+use reqwest_polite::time::Rate;
 
 #[derive(Parser, Debug)]
 #[command(about = "Send GET requests politely and report what happened")]
@@ -46,10 +48,10 @@ struct Args {
     /// Pace to R requests per second (in this process, unless --redis). Without it, the
     /// client learns the quota from the server's headers.
     #[arg(long)]
-    rate: Option<u32>,
+    rate: Option<NonZeroU32>,
     /// How many requests --rate lets go at once after an idle spell.
-    #[arg(long, default_value_t = 1, requires = "rate")]
-    burst: u32,
+    #[arg(long, default_value_t = NonZeroU32::MIN, requires = "rate")]
+    burst: NonZeroU32,
     /// Share the --rate bucket through this Redis (e.g. redis://127.0.0.1:6379) with every
     /// process using the same --key.
     #[arg(long, requires = "rate")]
@@ -72,13 +74,11 @@ async fn pacer_for(args: &Args) -> Result<Option<Pacer>, Box<dyn std::error::Err
     }
     let mut pacer = Pacer::builder();
     if let Some(rate) = args.rate {
-        let rate = RequestRate::per_second(rate)
-            .ok_or("--rate must be above 0")?
-            .with_burst(args.burst);
+        let rate = Rate::per_second(rate).with_burst(args.burst);
         pacer = match &args.redis {
             Some(url) => {
                 let store = RedisStore::standalone(url, RedisOptions::default()).await?;
-                pacer.shared(SharedBucket::redis(store, &args.key, rate)?)
+                pacer.shared(SharedBucket::redis(store, &args.key, rate))
             }
             None => pacer.rate(rate),
         };

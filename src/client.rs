@@ -22,15 +22,17 @@ pub fn client() -> ClientWithMiddleware {
 /// network.
 ///
 /// ```
+/// use std::num::NonZeroU32;
 /// use std::time::Duration;
 /// use reqwest_polite::PoliteClientBuilder;
-/// use reqwest_polite::pacing::{Pacer, RequestRate};
+/// use reqwest_polite::pacing::Pacer;
+/// use reqwest_polite::time::Rate;
 /// use reqwest_polite::retry::RetryPolicy;
 ///
 /// let client = PoliteClientBuilder::new()
 ///     .client(reqwest::Client::builder().timeout(Duration::from_secs(10)).build().unwrap())
 ///     .retry_policy(RetryPolicy::new().with_max_retries(5))
-///     .pacer(Pacer::builder().rate(RequestRate::per_second(20).unwrap()).build())
+///     .pacer(Pacer::builder().rate(Rate::per_second(NonZeroU32::new(20).unwrap())).build())
 ///     .build();
 /// # drop(client);
 /// ```

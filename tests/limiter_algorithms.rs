@@ -1,13 +1,18 @@
 //! The in-memory limiters against hand-computed sequences, the seed's boundary burst, and
 //! invariants under random schedules. Every test runs on a `ManualClock`: no sleeps.
 
+mod support;
+
+use std::num::NonZeroU32;
 use std::time::Duration;
 
 use proptest::prelude::*;
 use reqwest_polite::limiter::{
-    Clock, Decision, FixedWindow, LeakyBucket, LimiterConfigError, ManualClock, Rate, RateLimiter,
-    SlidingWindowCounter, SlidingWindowLog, TokenBucket,
+    Decision, FixedWindow, LeakyBucket, LimiterConfigError, RateLimiter, SlidingWindowCounter,
+    SlidingWindowLog, TokenBucket,
 };
+use reqwest_polite::time::{Clock, ManualClock, Rate};
+use support::{nz, refill};
 
 const NS: u64 = 1;
 const MS: u64 = 1_000_000;
@@ -164,9 +169,12 @@ fn sliding_window_counter_follows_the_hand_computed_table() {
 fn token_bucket_follows_the_hand_computed_table() {
     let clock = ManualClock::new();
     // 4 tokens, one more every 2 s.
-    let limiter = TokenBucket::with_rate(4, Rate::new(1, Duration::from_secs(2)))
-        .unwrap()
-        .with_clock(clock.clone());
+    let limiter = TokenBucket::new(
+        Rate::new(nz(1), Duration::from_secs(2))
+            .unwrap()
+            .with_burst(nz(4)),
+    )
+    .with_clock(clock.clone());
     #[rustfmt::skip]
     let rows = [
         // starts full
@@ -194,9 +202,12 @@ fn token_bucket_follows_the_hand_computed_table() {
 fn leaky_bucket_follows_the_hand_computed_table() {
     let clock = ManualClock::new();
     // capacity 4, draining 1 every 2 s.
-    let limiter = LeakyBucket::with_rate(4, Rate::new(1, Duration::from_secs(2)))
-        .unwrap()
-        .with_clock(clock.clone());
+    let limiter = LeakyBucket::new(
+        Rate::new(nz(1), Duration::from_secs(2))
+            .unwrap()
+            .with_burst(nz(4)),
+    )
+    .with_clock(clock.clone());
     #[rustfmt::skip]
     let rows = [
         // level 3 of 4; 3 × 2 s to empty
@@ -237,7 +248,7 @@ fn boundary_burst(limiter: &dyn RateLimiter, clock: &ManualClock) -> usize {
 #[test]
 fn boundary_burst_admits_what_each_algorithm_promises() {
     let minute = Duration::from_secs(60);
-    let per_minute = Rate::new(100, minute);
+    let per_minute = Rate::new(nz(100), minute).unwrap();
     let run = |make: &dyn Fn(ManualClock) -> Box<dyn RateLimiter>| {
         let clock = ManualClock::new();
         boundary_burst(make(clock.clone()).as_ref(), &clock)
@@ -267,30 +278,18 @@ fn boundary_burst_admits_what_each_algorithm_promises() {
     // Full at 58 s, then one token per 0.6 s: request 100 + m passes once
     // (t − 58)/0.6 ≥ m + 1, i.e. at 60.00 (m = 0, 1, 2: 3.33 tokens by then), 60.40, 61.00
     // and 61.60 s: 106. The leaky bucket is its mirror image: 106 too.
-    let token = run(&|c| {
-        Box::new(
-            TokenBucket::with_rate(100, per_minute)
-                .unwrap()
-                .with_clock(c),
-        )
-    });
+    let token = run(&|c| Box::new(TokenBucket::new(per_minute.with_burst(nz(100))).with_clock(c)));
     assert_eq!(token, 106);
-    let token_f64 = run(&|c| Box::new(TokenBucket::new(100, 100.0 / 60.0).unwrap().with_clock(c)));
+    let token_f64 = run(&|c| Box::new(TokenBucket::new(refill(100.0 / 60.0, 100)).with_clock(c)));
     assert_eq!(token_f64, 106);
-    let leaky = run(&|c| {
-        Box::new(
-            LeakyBucket::with_rate(100, per_minute)
-                .unwrap()
-                .with_clock(c),
-        )
-    });
+    let leaky = run(&|c| Box::new(LeakyBucket::new(per_minute.with_burst(nz(100))).with_clock(c)));
     assert_eq!(leaky, 106);
 }
 
 /// The five algorithms with a quota of 5 per 10 s (buckets: capacity 5, 5 per 10 s).
 fn all_five(clock: &ManualClock) -> Vec<(&'static str, Box<dyn RateLimiter>)> {
     let window = Duration::from_secs(10);
-    let rate = Rate::new(5, window);
+    let rate = Rate::new(nz(5), window).unwrap();
     let c = || clock.clone();
     vec![
         (
@@ -311,11 +310,11 @@ fn all_five(clock: &ManualClock) -> Vec<(&'static str, Box<dyn RateLimiter>)> {
         ),
         (
             "token bucket",
-            Box::new(TokenBucket::with_rate(5, rate).unwrap().with_clock(c())),
+            Box::new(TokenBucket::new(rate.with_burst(nz(5))).with_clock(c())),
         ),
         (
             "leaky bucket",
-            Box::new(LeakyBucket::with_rate(5, rate).unwrap().with_clock(c())),
+            Box::new(LeakyBucket::new(rate.with_burst(nz(5))).with_clock(c())),
         ),
     ]
 }
@@ -323,23 +322,15 @@ fn all_five(clock: &ManualClock) -> Vec<(&'static str, Box<dyn RateLimiter>)> {
 /// `all_five`, plus both buckets at a rate that does not divide a nanosecond evenly
 /// (3 per 7.001 s), so rounding is exercised.
 fn all_seven(clock: &ManualClock) -> Vec<(&'static str, Box<dyn RateLimiter>)> {
-    let awkward = Rate::new(3, Duration::from_millis(7_001));
+    let awkward = Rate::new(nz(3), Duration::from_millis(7_001)).unwrap();
     let mut limiters = all_five(clock);
     limiters.push((
         "token bucket, awkward rate",
-        Box::new(
-            TokenBucket::with_rate(5, awkward)
-                .unwrap()
-                .with_clock(clock.clone()),
-        ),
+        Box::new(TokenBucket::new(awkward.with_burst(nz(5))).with_clock(clock.clone())),
     ));
     limiters.push((
         "leaky bucket, awkward rate",
-        Box::new(
-            LeakyBucket::with_rate(5, awkward)
-                .unwrap()
-                .with_clock(clock.clone()),
-        ),
+        Box::new(LeakyBucket::new(awkward.with_burst(nz(5))).with_clock(clock.clone())),
     ));
     limiters
 }
@@ -452,18 +443,10 @@ fn retry_after_is_exact_to_the_nanosecond() {
 fn retry_after_rounds_up_when_a_unit_takes_a_fraction_of_a_nanosecond_more() {
     // 3 per second: one unit every 333,333,333.3 ns, so the wait rounds up to …334.
     let clock = ManualClock::new();
-    let per_second = Rate::new(3, Duration::from_secs(1));
+    let per_second = Rate::new(nz(3), Duration::from_secs(1)).unwrap();
     let buckets: [Box<dyn RateLimiter>; 2] = [
-        Box::new(
-            TokenBucket::with_rate(3, per_second)
-                .unwrap()
-                .with_clock(clock.clone()),
-        ),
-        Box::new(
-            LeakyBucket::with_rate(3, per_second)
-                .unwrap()
-                .with_clock(clock.clone()),
-        ),
+        Box::new(TokenBucket::new(per_second.with_burst(nz(3))).with_clock(clock.clone())),
+        Box::new(LeakyBucket::new(per_second.with_burst(nz(3))).with_clock(clock.clone())),
     ];
     for limiter in &buckets {
         clock.set(Duration::ZERO);
@@ -493,26 +476,11 @@ fn bad_parameters_are_rejected_with_a_clear_error() {
         SlidingWindowCounter::new(1, Duration::ZERO).unwrap_err(),
         LimiterConfigError::ZeroWindow
     );
-    assert_eq!(
-        TokenBucket::with_rate(1, Rate::new(0, w)).unwrap_err(),
-        LimiterConfigError::ZeroRate
-    );
-    assert_eq!(
-        LeakyBucket::with_rate(1, Rate::new(1, Duration::ZERO)).unwrap_err(),
-        LimiterConfigError::ZeroRate
-    );
-    assert_eq!(
-        TokenBucket::new(0, 1.0).unwrap_err(),
-        LimiterConfigError::ZeroLimit
-    );
+    // A bucket's rate and size are a `Rate`, which has no zero, negative or NaN value: what
+    // the buckets once rejected, the rate's constructors refuse.
+    assert_eq!(Rate::new(nz(1), Duration::ZERO), None);
     for bad in [0.0, -1.0, f64::NAN, f64::INFINITY, 1e-12, 1e11] {
-        assert!(
-            matches!(
-                LeakyBucket::new(1, bad),
-                Err(LimiterConfigError::RateOutOfRange { .. })
-            ),
-            "{bad}"
-        );
+        assert_eq!(Rate::from_per_second(bad), None, "{bad}");
     }
     let message = FixedWindow::new(0, w).unwrap_err().to_string();
     assert!(message.contains("at least 1"), "{message}");
@@ -539,13 +507,16 @@ fn extreme_values_neither_panic_nor_overflow() {
                 .with_clock(clock.clone()),
         ),
         Box::new(
-            TokenBucket::with_rate(u64::MAX, Rate::new(u64::MAX, huge))
-                .unwrap()
-                .with_clock(clock.clone()),
+            // The largest rate there is (1.8·10¹⁹ nano-units per 10⁹ s) and burst.
+            TokenBucket::new(
+                Rate::from_per_second(1.8e10)
+                    .unwrap()
+                    .with_burst(NonZeroU32::MAX),
+            )
+            .with_clock(clock.clone()),
         ),
         Box::new(
-            LeakyBucket::with_rate(u64::MAX, Rate::new(1, huge))
-                .unwrap()
+            LeakyBucket::new(Rate::new(nz(1), huge).unwrap().with_burst(NonZeroU32::MAX))
                 .with_clock(clock.clone()),
         ),
     ];
@@ -686,9 +657,9 @@ proptest! {
     fn buckets_never_admit_more_than_capacity_plus_rate_times_elapsed(steps in schedule()) {
         let clock = ManualClock::new();
         // 5 units, 1 unit per 2 s.
-        let rate = Rate::new(1, Duration::from_secs(2));
-        let token = TokenBucket::with_rate(5, rate).unwrap().with_clock(clock.clone());
-        let leaky = LeakyBucket::with_rate(5, rate).unwrap().with_clock(clock.clone());
+        let rate = Rate::new(nz(1), Duration::from_secs(2)).unwrap();
+        let token = TokenBucket::new(rate.with_burst(nz(5))).with_clock(clock.clone());
+        let leaky = LeakyBucket::new(rate.with_burst(nz(5))).with_clock(clock.clone());
         for limiter in [&token as &dyn RateLimiter, &leaky] {
             let log = admitted(limiter, &clock, &steps);
             for (i, &(from, _)) in log.iter().enumerate() {

@@ -1,12 +1,15 @@
 //! Memory stays bounded: a million distinct keys pass through each limiter while the clock
 //! moves on, and the number of keys held stays under a fixed count at every sample.
 
+mod support;
+
 use std::time::Duration;
 
 use reqwest_polite::limiter::{
-    FixedWindow, LeakyBucket, ManualClock, Rate, RateLimiter, SlidingWindowCounter,
-    SlidingWindowLog, TokenBucket,
+    FixedWindow, LeakyBucket, RateLimiter, SlidingWindowCounter, SlidingWindowLog, TokenBucket,
 };
+use reqwest_polite::time::{ManualClock, Rate};
+use support::nz;
 
 const DISTINCT_KEYS: usize = 1_000_000;
 /// The clock moves 10 µs per request: 100 requests per 1 ms window.
@@ -78,8 +81,7 @@ fn sliding_window_counter_holds_a_bounded_number_of_keys() {
 #[test]
 fn token_bucket_holds_a_bounded_number_of_keys() {
     let clock = ManualClock::new();
-    let limiter = TokenBucket::with_rate(10, Rate::new(10, WINDOW))
-        .unwrap()
+    let limiter = TokenBucket::new(Rate::new(nz(10), WINDOW).unwrap().with_burst(nz(10)))
         .with_clock(clock.clone());
     drive_distinct_keys(&limiter, &clock);
 }
@@ -87,8 +89,7 @@ fn token_bucket_holds_a_bounded_number_of_keys() {
 #[test]
 fn leaky_bucket_holds_a_bounded_number_of_keys() {
     let clock = ManualClock::new();
-    let limiter = LeakyBucket::with_rate(10, Rate::new(10, WINDOW))
-        .unwrap()
+    let limiter = LeakyBucket::new(Rate::new(nz(10), WINDOW).unwrap().with_burst(nz(10)))
         .with_clock(clock.clone());
     drive_distinct_keys(&limiter, &clock);
 }

@@ -9,8 +9,10 @@ use std::time::Duration;
 use reqwest_polite::RateLimitInfo;
 use reqwest_polite::headers::HeaderDialect;
 use reqwest_polite::limiter::redis::{BlockingRedisLimiter, BlockingRedisStore, RedisOptions};
-use reqwest_polite::limiter::{FixedWindow, ManualClock, Rate, TokenBucket};
+use reqwest_polite::limiter::{FixedWindow, TokenBucket};
 use reqwest_polite::mock::{Layer, MockConfigError, Partition, RateLimitedApi, Verdict};
+use reqwest_polite::time::{ManualClock, Rate};
+use support::nz;
 use support::{CENTURY, RedisServer};
 use wiremock::matchers::{method, path};
 use wiremock::{Mock, MockServer, ResponseTemplate};
@@ -136,9 +138,12 @@ async fn retry_after_ms_tells_sub_second_waits_rounded_up_to_the_millisecond() {
 async fn a_bucket_layer_states_its_capacity_and_refill_time() {
     let clock = ManualClock::new();
     // 4 tokens, one every 15 s: full again 60 s after it is emptied.
-    let bucket = TokenBucket::with_rate(4, Rate::new(1, Duration::from_secs(15)))
-        .unwrap()
-        .with_clock(clock.clone());
+    let bucket = TokenBucket::new(
+        Rate::new(nz(1), Duration::from_secs(15))
+            .unwrap()
+            .with_burst(nz(4)),
+    )
+    .with_clock(clock.clone());
     let api = RateLimitedApi::new()
         .layer(Layer::new("bucket", Partition::Global, bucket))
         .start()

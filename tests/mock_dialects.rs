@@ -12,8 +12,9 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use reqwest_polite::RateLimitInfo;
 use reqwest_polite::headers::HeaderDialect;
 use reqwest_polite::limiter::redis::{BlockingRedisLimiter, BlockingRedisStore, RedisOptions};
-use reqwest_polite::limiter::{Decision, FixedWindow, ManualClock, RateLimiter};
+use reqwest_polite::limiter::{Decision, FixedWindow, RateLimiter};
 use reqwest_polite::mock::{Layer, Partition, RateLimitedApi, RateLimitedServer, Verdict};
+use reqwest_polite::time::ManualClock;
 use support::{CENTURY, RedisServer};
 
 const MINUTE: Duration = Duration::from_secs(60);

@@ -13,9 +13,10 @@ use futures::FutureExt as _;
 use reqwest::Method;
 use reqwest_polite::RateLimitInfo;
 use reqwest_polite::headers::{HeaderDialect, PolicySource};
+use reqwest_polite::limiter::FixedWindow;
 use reqwest_polite::limiter::redis::{BlockingRedisLimiter, BlockingRedisStore, RedisOptions};
-use reqwest_polite::limiter::{FixedWindow, ManualClock};
 use reqwest_polite::mock::{Layer, LoggedRequest, Partition, RateLimitedApi, RateLimitedServer};
+use reqwest_polite::time::ManualClock;
 use support::RedisServer;
 
 const MINUTE: Duration = Duration::from_secs(60);

@@ -9,8 +9,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use reqwest_polite::limiter::redis::{RedisOptions, RedisStore};
-use reqwest_polite::pacing::{Pacer, PacingMode, RequestRate, SharedBucket, StoreFailure};
+use reqwest_polite::pacing::{Pacer, PacingMode, SharedBucket, StoreFailure};
+use reqwest_polite::time::Rate;
 use support::RedisServer;
+use support::nz;
 
 const RATE: u32 = 200;
 const BURST: u32 = 20;
@@ -28,15 +30,14 @@ struct Run {
 
 /// `PROCESSES` pacers on their own connections share one leased bucket for `RUN`; each may also
 /// have a rate of its own (its share of work).
-async fn run(name: &str, burst: u32, own_rate: Option<RequestRate>) -> Run {
+async fn run(name: &str, burst: u32, own_rate: Option<Rate>) -> Run {
     let redis = RedisServer::start();
     let options = RedisOptions::default().with_command_timeout(Duration::from_millis(250));
     let mut pacers = Vec::new();
     for _ in 0..PROCESSES {
         let store = RedisStore::standalone(&redis.url(), options).await.unwrap();
-        let rate = RequestRate::per_second(RATE).unwrap().with_burst(burst);
+        let rate = Rate::per_second(nz(RATE)).with_burst(nz(burst));
         let bucket = SharedBucket::redis(store, name, rate)
-            .unwrap()
             .lease(LEASE)
             .on_failure(StoreFailure::FailClosed);
         let mut builder = Pacer::builder().shared(bucket).mode(PacingMode::Wait {
@@ -108,7 +109,7 @@ fn assert_gate_reads_bounded(run: &Run) {
 async fn with_tokens_to_spare_a_lease_of_k_costs_one_take_per_k_requests() {
     // Each process works at 40 per second: 160 together, under the shared 200, and the
     // bucket starts with a lease for everyone.
-    let own = RequestRate::per_second(40).unwrap().with_burst(2);
+    let own = Rate::per_second(nz(40)).with_burst(nz(2));
     let run = run("spare", LEASE * PROCESSES as u32, Some(own)).await;
     let expected = PROCESSES as f64 * (2.0 + 40.0 * RUN.as_secs_f64());
     assert!(

@@ -1,9 +1,13 @@
 //! `PacingMiddleware` in a `reqwest-middleware` stack (wiremock on 127.0.0.1): refusals come
 //! back as middleware errors carrying the `PacingError`, and partition keys keep quotas apart.
 
+mod support;
+
 use std::time::Duration;
 
-use reqwest_polite::pacing::{Pacer, PacingError, PacingMiddleware, PacingMode, RequestRate};
+use reqwest_polite::pacing::{Pacer, PacingError, PacingMiddleware, PacingMode};
+use reqwest_polite::time::Rate;
+use support::nz;
 use wiremock::matchers::any;
 use wiremock::{Mock, MockServer, ResponseTemplate};
 
@@ -18,7 +22,7 @@ async fn server() -> MockServer {
 
 fn fail_fast_pacer() -> Pacer {
     Pacer::builder()
-        .rate(RequestRate::new(1, Duration::from_secs(60)).unwrap())
+        .rate(Rate::new(nz(1), Duration::from_secs(60)).unwrap())
         .mode(PacingMode::FailFast)
         .build()
 }
@@ -109,7 +113,7 @@ async fn requests_to_other_hosts_and_ports_are_paced_apart_by_default() {
 async fn the_retry_deadline_bounds_the_wait_for_a_permit() {
     let server = server().await;
     let pacer = Pacer::builder()
-        .rate(RequestRate::new(1, Duration::from_secs(10)).unwrap())
+        .rate(Rate::new(nz(1), Duration::from_secs(10)).unwrap())
         .build();
     let client = reqwest_polite::PoliteClientBuilder::new()
         .retry_policy(

@@ -8,9 +8,11 @@ use std::time::{Duration, Instant};
 use redis::Commands;
 use reqwest_polite::limiter::redis::{RedisLimitError, RedisOptions, RedisStore};
 use reqwest_polite::pacing::{
-    Pacer, PacingError, PacingMode, RequestRate, SharedBucket, StoreError, StoreFailure,
+    Pacer, PacingError, PacingMode, SharedBucket, StoreError, StoreFailure,
 };
+use reqwest_polite::time::Rate;
 use support::RedisServer;
+use support::nz;
 
 const RATE: u32 = 50;
 const COMMAND_TIMEOUT: Duration = Duration::from_millis(50);
@@ -39,10 +41,8 @@ async fn run_through_outage(policy: StoreFailure) -> (Vec<Attempt>, Outage) {
     let mut redis = RedisServer::start();
     let options = RedisOptions::default().with_command_timeout(COMMAND_TIMEOUT);
     let store = RedisStore::standalone(&redis.url(), options).await.unwrap();
-    let rate = RequestRate::per_second(RATE).unwrap().with_burst(5);
-    let bucket = SharedBucket::redis(store, "outage", rate)
-        .unwrap()
-        .on_failure(policy);
+    let rate = Rate::per_second(nz(RATE)).with_burst(nz(5));
+    let bucket = SharedBucket::redis(store, "outage", rate).on_failure(policy);
     let pacer = Pacer::builder()
         .shared(bucket)
         .mode(PacingMode::Wait {

@@ -8,12 +8,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use reqwest_polite::RateLimitInfo;
-use reqwest_polite::limiter::Clock;
 use reqwest_polite::limiter::redis::{RedisLimiter, RedisOptions, RedisStore};
-use reqwest_polite::pacing::{
-    Pacer, PacingMode, RequestRate, SharedBucket, StoreFailure, TokioClock,
-};
+use reqwest_polite::pacing::{Pacer, PacingMode, SharedBucket, StoreFailure};
+use reqwest_polite::time::{Rate, TokioClock};
 use support::{RedisCluster, RedisServer};
+use support::{nz, refill};
 
 const RATE: u32 = 100;
 /// A few tokens of slack: with a burst of 1, every millisecond a timer fires late is lost.
@@ -51,8 +50,8 @@ async fn admitted_by(pacers: Vec<Pacer>, keys: &[&'static str], run: Duration) -
     admitted.load(Ordering::SeqCst)
 }
 
-fn rate() -> RequestRate {
-    RequestRate::per_second(RATE).unwrap().with_burst(BURST)
+fn rate() -> Rate {
+    Rate::per_second(nz(RATE)).with_burst(nz(BURST))
 }
 
 /// A full bucket, then `RATE` per second.
@@ -72,10 +71,8 @@ fn options() -> RedisOptions {
     RedisOptions::default().with_command_timeout(Duration::from_millis(250))
 }
 
-async fn shared_pacer(store: RedisStore, name: &str, clock: impl Clock) -> Pacer {
-    let bucket = SharedBucket::redis(store, name, rate())
-        .unwrap()
-        .on_failure(StoreFailure::FailClosed);
+async fn shared_pacer(store: RedisStore, name: &str, clock: TokioClock) -> Pacer {
+    let bucket = SharedBucket::redis(store, name, rate()).on_failure(StoreFailure::FailClosed);
     Pacer::builder()
         .shared(bucket)
         .mode(wait_mode())
@@ -134,18 +131,6 @@ async fn redis_cluster_holds_the_quota_of_each_key() {
     assert_near(admitted, expected, "cluster, two keys");
 }
 
-/// The pacer's clock, `ahead` in front of tokio's.
-struct SkewedClock {
-    base: TokioClock,
-    ahead: Duration,
-}
-
-impl Clock for SkewedClock {
-    fn now(&self) -> Duration {
-        self.base.now() + self.ahead
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn clients_whose_clocks_differ_by_five_seconds_share_one_bucket() {
     let redis = RedisServer::start();
@@ -154,10 +139,8 @@ async fn clients_whose_clocks_differ_by_five_seconds_share_one_bucket() {
         let store = RedisStore::standalone(&redis.url(), options())
             .await
             .unwrap();
-        let clock = SkewedClock {
-            base: TokioClock::new(),
-            ahead,
-        };
+        // The pacer's clock, `ahead` in front of the other's.
+        let clock = TokioClock::starting_at(ahead);
         pacers.push(shared_pacer(store, "skew", clock).await);
     }
     let (on_time, ahead) = (pacers[0].clone(), pacers[1].clone());
@@ -188,14 +171,12 @@ async fn a_thousand_waiters_cost_one_round_trip_and_leave_the_tokens_as_they_wer
     let options = RedisOptions::default().with_command_timeout(Duration::from_millis(500));
     let store = RedisStore::standalone(&redis.url(), options).await.unwrap();
     // Five tokens, one more per second: slow enough that no waiter can be served meanwhile.
-    let inspector = RedisLimiter::token_bucket(store.clone(), "cancel", 5, 1.0).unwrap();
+    let inspector = RedisLimiter::token_bucket(store.clone(), "cancel", refill(1.0, 5));
     assert!(inspector.check("k", 5).await.unwrap().allowed);
     let drained = Instant::now();
 
-    let rate = RequestRate::per_second(1).unwrap().with_burst(5);
-    let bucket = SharedBucket::redis(store, "cancel", rate)
-        .unwrap()
-        .on_failure(StoreFailure::FailClosed);
+    let rate = Rate::per_second(nz(1)).with_burst(nz(5));
+    let bucket = SharedBucket::redis(store, "cancel", rate).on_failure(StoreFailure::FailClosed);
     let pacer = Pacer::builder().shared(bucket).mode(wait_mode()).build();
     let waiters: Vec<_> = (0..1000)
         .map(|_| {

@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 use redis::AsyncCommands;
 use redis::aio::ConnectionManager;
 use reqwest_polite::limiter::redis::{RedisLimiter, RedisOptions, RedisStore};
+use support::refill;
 use support::{CENTURY, RedisServer};
 use tokio::sync::Barrier;
 
@@ -38,7 +39,11 @@ fn limiter(algorithm: &str, store: RedisStore) -> RedisLimiter {
         "fixed window" => RedisLimiter::fixed_window(store, name, CAPACITY, CENTURY),
         "sliding log" => RedisLimiter::sliding_window_log(store, name, CAPACITY, CENTURY),
         "sliding counter" => RedisLimiter::sliding_window_counter(store, name, CAPACITY, CENTURY),
-        "token bucket" => RedisLimiter::token_bucket(store, name, CAPACITY, REFILL_PER_SEC),
+        "token bucket" => Ok(RedisLimiter::token_bucket(
+            store,
+            name,
+            refill(REFILL_PER_SEC, CAPACITY as u32),
+        )),
         other => panic!("no limiter {other}"),
     }
     .unwrap()

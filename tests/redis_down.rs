@@ -8,6 +8,7 @@ use reqwest_polite::limiter::redis::{
     BlockingRedisLimiter, BlockingRedisStore, RedisLimitError, RedisLimiter, RedisOptions,
     RedisStore,
 };
+use support::refill;
 use support::{RedisCluster, RedisServer, closed_port};
 
 /// Generous upper bound for "within the command timeout (50 ms) plus a margin": real sockets
@@ -52,7 +53,7 @@ async fn a_closed_port_gives_an_error_quickly() {
     let store = RedisStore::standalone(&url, RedisOptions::default())
         .await
         .expect("a standalone store connects lazily");
-    let limiter = RedisLimiter::token_bucket(store, "tb", 10, 1.0).unwrap();
+    let limiter = RedisLimiter::token_bucket(store, "tb", refill(1.0, 10));
     for _ in 0..3 {
         let started = Instant::now();
         assert_unavailable(limiter.check("k", 1).await, started);
@@ -123,7 +124,7 @@ async fn a_server_stopped_mid_use_gives_errors_then_recovers_after_restart() {
 fn the_blocking_limiter_recovers_after_restart() {
     let mut server = RedisServer::start();
     let store = BlockingRedisStore::standalone(&server.url(), RedisOptions::default()).unwrap();
-    let limiter = BlockingRedisLimiter::token_bucket(store, "tb", 10, 1.0).unwrap();
+    let limiter = BlockingRedisLimiter::token_bucket(store, "tb", refill(1.0, 10));
     assert!(limiter.check("k", 1).unwrap().allowed);
 
     server.stop();
@@ -193,7 +194,7 @@ async fn the_async_limiter_recovers_after_an_outage_longer_than_its_reconnect_at
     let store = RedisStore::standalone(&server.url(), RedisOptions::default())
         .await
         .unwrap();
-    let limiter = RedisLimiter::token_bucket(store, "tb", 100, 10.0).unwrap();
+    let limiter = RedisLimiter::token_bucket(store, "tb", refill(10.0, 100));
     assert!(limiter.check("k", 1).await.is_ok());
 
     server.stop();
@@ -218,9 +219,9 @@ async fn a_stalled_cluster_gives_a_timeout_error() {
     let store = RedisStore::cluster(&urls, RedisOptions::default())
         .await
         .unwrap();
-    let limiter = RedisLimiter::token_bucket(store, "tb", 10, 1.0).unwrap();
+    let limiter = RedisLimiter::token_bucket(store, "tb", refill(1.0, 10));
     let blocking = BlockingRedisStore::cluster(&urls, RedisOptions::default()).unwrap();
-    let blocking = BlockingRedisLimiter::token_bucket(blocking, "tb", 10, 1.0).unwrap();
+    let blocking = BlockingRedisLimiter::token_bucket(blocking, "tb", refill(1.0, 10));
     assert!(limiter.check("k", 1).await.unwrap().allowed);
     assert!(blocking.check("k", 1).unwrap().allowed);
 

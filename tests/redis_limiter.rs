@@ -7,8 +7,10 @@ use reqwest_polite::limiter::redis::{
     BlockingRedisLimiter, BlockingRedisStore, RedisLimiter, RedisOptions, RedisStore,
     ServerDecision,
 };
-use reqwest_polite::limiter::{Decision, ManualClock, Rate, RateLimiter, TokenBucket};
+use reqwest_polite::limiter::{Decision, RateLimiter, TokenBucket};
+use reqwest_polite::time::{ManualClock, Rate};
 use support::{CENTURY, RedisCluster, RedisServer};
+use support::{nz, refill};
 
 const HOUR: Duration = Duration::from_secs(3600);
 const DAY: Duration = Duration::from_secs(86_400);
@@ -29,7 +31,7 @@ fn all_four(store: &RedisStore, window: Duration) -> Vec<RedisLimiter> {
         RedisLimiter::fixed_window(store.clone(), "fw", 3, window).unwrap(),
         RedisLimiter::sliding_window_log(store.clone(), "log", 3, window).unwrap(),
         RedisLimiter::sliding_window_counter(store.clone(), "swc", 3, window).unwrap(),
-        RedisLimiter::token_bucket(store.clone(), "tb", 3, bucket_rate(window)).unwrap(),
+        RedisLimiter::token_bucket(store.clone(), "tb", refill(bucket_rate(window), 3)),
     ]
 }
 
@@ -40,7 +42,7 @@ fn bucket_rate(window: Duration) -> f64 {
 /// The in-memory bucket of [`all_four`], on the exact rate (a float rate is kept to 10⁻⁹ per
 /// second in memory: 3 a day would be off by 184 ms a token).
 fn bucket_twin(window: Duration) -> TokenBucket {
-    TokenBucket::with_rate(3, Rate::new(3, window.min(DAY))).unwrap()
+    TokenBucket::new(Rate::new(nz(3), window.min(DAY)).unwrap().with_burst(nz(3)))
 }
 
 /// The Redis server time of a decision, in µs since the Unix epoch (the scripts' unit).
@@ -382,8 +384,8 @@ async fn scripts_are_uploaded_again_after_script_flush() {
     let server = RedisServer::start();
     let store = RedisStore::standalone(&server.url(), opts()).await.unwrap();
     let blocking = BlockingRedisStore::standalone(&server.url(), opts()).unwrap();
-    let limiter = RedisLimiter::token_bucket(store, "tb", 10, 1.0).unwrap();
-    let blocking = BlockingRedisLimiter::token_bucket(blocking, "tb", 10, 1.0).unwrap();
+    let limiter = RedisLimiter::token_bucket(store, "tb", refill(1.0, 10));
+    let blocking = BlockingRedisLimiter::token_bucket(blocking, "tb", refill(1.0, 10));
     assert!(limiter.check("k", 1).await.unwrap().allowed);
     assert!(blocking.check("k", 1).unwrap().allowed);
     let _: () = redis::cmd("SCRIPT")
@@ -451,7 +453,7 @@ fn blocking_limiter_counts_on_redis_cluster() {
         BlockingRedisLimiter::fixed_window(store.clone(), "fw", 2, CENTURY).unwrap(),
         BlockingRedisLimiter::sliding_window_log(store.clone(), "log", 2, HOUR).unwrap(),
         BlockingRedisLimiter::sliding_window_counter(store.clone(), "swc", 2, CENTURY).unwrap(),
-        BlockingRedisLimiter::token_bucket(store, "tb", 2, 0.001).unwrap(),
+        BlockingRedisLimiter::token_bucket(store, "tb", refill(0.001, 2)),
     ];
     for limiter in &limiters {
         for i in 0..12 {
@@ -467,7 +469,7 @@ fn blocking_limiter_counts_on_redis_cluster() {
 async fn decisions_use_the_server_clock_and_send_no_time() {
     let server = RedisServer::start();
     let store = RedisStore::standalone(&server.url(), opts()).await.unwrap();
-    let limiter = RedisLimiter::token_bucket(store, "tb", 5, 1.0).unwrap();
+    let limiter = RedisLimiter::token_bucket(store, "tb", refill(1.0, 5));
 
     // Watch what the limiter sends: MONITOR echoes every command the server runs.
     let mut monitor = server.connection();

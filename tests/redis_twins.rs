@@ -14,9 +14,10 @@ use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
 use reqwest_polite::limiter::redis::{RedisLimiter, RedisOptions, RedisStore};
 use reqwest_polite::limiter::{
-    Decision, FixedWindow, ManualClock, RateLimiter, SlidingWindowCounter, SlidingWindowLog,
-    TokenBucket,
+    Decision, FixedWindow, RateLimiter, SlidingWindowCounter, SlidingWindowLog, TokenBucket,
 };
+use reqwest_polite::time::ManualClock;
+use support::refill;
 use support::{RedisCluster, RedisServer};
 
 const LIMIT: u64 = 5;
@@ -60,11 +61,9 @@ fn twins(store: &RedisStore) -> Vec<Twins> {
             ),
         ),
         (
-            RedisLimiter::token_bucket(store.clone(), "tb", LIMIT, REFILL_PER_SEC).unwrap(),
+            RedisLimiter::token_bucket(store.clone(), "tb", refill(REFILL_PER_SEC, LIMIT as u32)),
             Box::new(
-                TokenBucket::new(LIMIT, REFILL_PER_SEC)
-                    .unwrap()
-                    .with_clock(clock.clone()),
+                TokenBucket::new(refill(REFILL_PER_SEC, LIMIT as u32)).with_clock(clock.clone()),
             ),
         ),
     ];

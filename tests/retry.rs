@@ -11,9 +11,10 @@ use reqwest::{Method, Request, Response};
 use reqwest_middleware::{ClientWithMiddleware, Middleware, Next};
 use reqwest_polite::PoliteClientBuilder;
 use reqwest_polite::retry::{
-    Backoff, Classify, DefaultClassifier, Jitter, RequestFacts, RetryBudget, RetryError,
-    RetryMiddleware, RetryOverride, RetryPolicy, RetryReason, Sleeper, Verdict, classify_error,
+    Backoff, Classify, DefaultClassifier, RequestFacts, RetryBudget, RetryError, RetryMiddleware,
+    RetryOverride, RetryPolicy, RetryReason, Verdict, classify_error,
 };
+use reqwest_polite::time::{Jitter, Sleeper};
 use support::closed_port;
 use wiremock::matchers::{any, header, header_exists, method, path};
 use wiremock::{Mock, MockServer, ResponseTemplate};

@@ -6,16 +6,19 @@
 //! time, scaled down (a 6 s window by default: bursts over its last and first 200 ms), lined
 //! up with the server's window boundaries.
 
+use std::num::NonZeroU32;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use reqwest_polite::limiter::redis::{RedisLimiter, RedisStore};
 use reqwest_polite::limiter::{
-    FixedWindow, LeakyBucket, ManualClock, Rate, RateLimiter, SlidingWindowCounter,
-    SlidingWindowLog, TokenBucket,
+    FixedWindow, LeakyBucket, RateLimiter, SlidingWindowCounter, SlidingWindowLog, TokenBucket,
 };
+use reqwest_polite::time::{ManualClock, Rate};
 
 /// The quota: requests per window (and bucket capacity).
 pub const LIMIT: u64 = 100;
+/// `LIMIT` as a count, for rates.
+const PER_WINDOW: NonZeroU32 = NonZeroU32::new(LIMIT as u32).unwrap();
 /// Requests in each of the two bursts.
 pub const PER_BURST: u32 = 100;
 /// Each burst lasts this fraction of the window: 2 s of a minute.
@@ -89,7 +92,7 @@ impl Algorithm {
 
     /// This algorithm in memory, `LIMIT` per `window`, on `clock`.
     pub fn in_memory(self, window: Duration, clock: ManualClock) -> Box<dyn RateLimiter> {
-        let rate = Rate::new(LIMIT, window);
+        let rate = Rate::new(PER_WINDOW, window).expect("the demo's window is above zero");
         let valid = "the demo's limit and window are valid";
         match self {
             Algorithm::FixedWindow => Box::new(
@@ -107,16 +110,12 @@ impl Algorithm {
                     .expect(valid)
                     .with_clock(clock),
             ),
-            Algorithm::TokenBucket => Box::new(
-                TokenBucket::with_rate(LIMIT, rate)
-                    .expect(valid)
-                    .with_clock(clock),
-            ),
-            Algorithm::LeakyBucket => Box::new(
-                LeakyBucket::with_rate(LIMIT, rate)
-                    .expect(valid)
-                    .with_clock(clock),
-            ),
+            Algorithm::TokenBucket => {
+                Box::new(TokenBucket::new(rate.with_burst(PER_WINDOW)).with_clock(clock))
+            }
+            Algorithm::LeakyBucket => {
+                Box::new(LeakyBucket::new(rate.with_burst(PER_WINDOW)).with_clock(clock))
+            }
         }
     }
 
@@ -136,8 +135,9 @@ impl Algorithm {
                 RedisLimiter::sliding_window_counter(store, name, LIMIT, window)
             }
             Algorithm::TokenBucket => {
-                let per_second = LIMIT as f64 / window.as_secs_f64();
-                RedisLimiter::token_bucket(store, name, LIMIT, per_second)
+                let rate = Rate::new(PER_WINDOW, window).expect("the demo's window is above zero");
+                let rate = rate.with_burst(PER_WINDOW);
+                Ok(RedisLimiter::token_bucket(store, name, rate))
             }
             Algorithm::LeakyBucket => return None,
         };

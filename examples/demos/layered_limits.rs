@@ -11,9 +11,10 @@ use std::time::{Duration, UNIX_EPOCH};
 
 use reqwest::Method;
 use reqwest_polite::headers::HeaderDialect;
+use reqwest_polite::limiter::FixedWindow;
 use reqwest_polite::limiter::redis::{BlockingRedisLimiter, BlockingRedisStore};
-use reqwest_polite::limiter::{FixedWindow, ManualClock};
 use reqwest_polite::mock::{Layer, Partition, RateLimitedApi, RateLimitedServer};
+use reqwest_polite::time::ManualClock;
 
 pub const MINUTE: Duration = Duration::from_secs(60);
 pub const HOUR: Duration = Duration::from_secs(3600);

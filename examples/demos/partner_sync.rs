@@ -11,6 +11,7 @@
 //! one client in (a), (d) and (e), as tasks of one process do; in (b) and (c) each has its own
 //! client, as separate processes would (in (c) their pacers share one bucket).
 
+use std::num::NonZeroU32;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
@@ -21,7 +22,8 @@ use reqwest_middleware::{ClientWithMiddleware, Middleware, Next};
 use reqwest_polite::PoliteClientBuilder;
 use reqwest_polite::limiter::redis::RedisStore;
 use reqwest_polite::mock::RateLimitedApi;
-use reqwest_polite::pacing::{Pacer, RequestRate, SharedBucket};
+use reqwest_polite::pacing::{Pacer, SharedBucket};
+use reqwest_polite::time::Rate;
 
 /// One way to run the job.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -113,8 +115,9 @@ impl Job {
             .mul_f64(self.items as f64 / f64::from(self.limit))
     }
 
-    fn rate(&self) -> Result<RequestRate, String> {
-        RequestRate::new(self.limit, self.window)
+    fn rate(&self) -> Result<Rate, String> {
+        NonZeroU32::new(self.limit)
+            .and_then(|limit| Rate::new(limit, self.window))
             .ok_or_else(|| "the limit and the window must be above zero".to_owned())
     }
 }
@@ -184,8 +187,7 @@ fn clients(
                 let name = format!("{}:partner", job.run_id);
                 let mut clients = Vec::with_capacity(job.workers);
                 for _ in 0..job.workers {
-                    let bucket = SharedBucket::redis(store.clone(), &name, rate)
-                        .map_err(|error| error.to_string())?;
+                    let bucket = SharedBucket::redis(store.clone(), &name, rate);
                     let pacer = Pacer::builder().shared(bucket).build();
                     clients.push(counted(PoliteClientBuilder::new().pacer(pacer)));
                 }

@@ -8,6 +8,7 @@
 //! runs alone); for the naive limiter, Redis's own `MONITOR` log of every GET and SET.
 
 use std::collections::HashMap;
+use std::num::NonZeroU32;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -15,12 +16,15 @@ use futures::StreamExt;
 use redis::AsyncCommands;
 use redis::aio::MultiplexedConnection;
 use reqwest_polite::limiter::redis::{RedisLimiter, RedisStore};
+use reqwest_polite::time::Rate;
 use tokio::sync::Barrier;
 
 /// The bucket's capacity; each race starts with one token left.
 pub const CAPACITY: u64 = 5;
-/// One token per ~17 minutes: nothing refills during a race.
-pub const REFILL_PER_SEC: f64 = 0.001;
+/// One token per ~17 minutes (1,000 s), `CAPACITY` at most: nothing refills during a race.
+const REFILL: Rate = Rate::new(NonZeroU32::MIN, Duration::from_secs(1000))
+    .expect("not zero")
+    .with_burst(NonZeroU32::new(CAPACITY as u32).expect("not zero"));
 /// Longest wait for one Redis command (setup, attempt, MONITOR line).
 const COMMAND_TIMEOUT: Duration = Duration::from_secs(2);
 
@@ -89,13 +93,7 @@ impl AtomicRacers {
             let store = RedisStore::standalone(url, options)
                 .await
                 .map_err(|error| format!("bad Redis URL {url}: {error}"))?;
-            let limiter = RedisLimiter::token_bucket(
-                store,
-                format!("{run_id}:race"),
-                CAPACITY,
-                REFILL_PER_SEC,
-            )
-            .map_err(|error| error.to_string())?;
+            let limiter = RedisLimiter::token_bucket(store, format!("{run_id}:race"), REFILL);
             limiters.push(limiter);
         }
         Ok(AtomicRacers { limiters })

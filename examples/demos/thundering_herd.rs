@@ -15,7 +15,8 @@ use std::time::{Duration, Instant};
 
 use reqwest_middleware::ClientWithMiddleware;
 use reqwest_polite::PoliteClientBuilder;
-use reqwest_polite::retry::{Jitter, RetryPolicy};
+use reqwest_polite::retry::RetryPolicy;
+use reqwest_polite::time::Jitter;
 use tokio::sync::Barrier;
 use wiremock::matchers::{method, path_regex};
 use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};

@@ -3,7 +3,8 @@
 
 use super::value::{fraction_nanos, saturating_digits};
 
-const NANOS_PER_SEC: i128 = 1_000_000_000;
+/// The crate's nanoseconds per second, widened for signed instants.
+const NANOS_PER_SEC: i128 = crate::time::nanos::NANOS_PER_SEC as i128;
 
 /// Parses an RFC 3339 date-time into nanoseconds since the Unix epoch.
 ///

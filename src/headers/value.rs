@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use http::HeaderMap;
 
-const NANOS_PER_SEC: u32 = 1_000_000_000;
+use crate::time::nanos::NANOS_PER_SEC;
 
 /// The first value of `name` as trimmed text; `None` when absent or not visible ASCII.
 pub(crate) fn first_text<'h>(headers: &'h HeaderMap, name: &str) -> Option<&'h str> {

@@ -1,6 +1,6 @@
 use std::time::Duration;
 
-use super::time::duration_nanos;
+use crate::time::nanos::duration_nanos;
 
 /// Why a limiter could not be built from the parameters given.
 ///

@@ -1,11 +1,9 @@
-use std::fmt;
-use std::sync::Arc;
 use std::time::Duration;
 
 use super::error::check_window;
 use super::keyed::{Algorithm, KeyedStates};
-use super::time::nanos_to_duration;
-use super::{Clock, Decision, LimiterConfigError, RateLimiter};
+use super::{Decision, LimiterConfigError};
+use crate::time::nanos::nanos_to_duration;
 
 /// `limit` units per window, the windows aligned to multiples of the window on the clock.
 ///
@@ -14,7 +12,8 @@ use super::{Clock, Decision, LimiterConfigError, RateLimiter};
 ///
 /// ```
 /// use std::time::Duration;
-/// use reqwest_polite::limiter::{FixedWindow, ManualClock, RateLimiter};
+/// use reqwest_polite::limiter::{FixedWindow, RateLimiter};
+/// use reqwest_polite::time::ManualClock;
 ///
 /// let clock = ManualClock::new();
 /// let limiter = FixedWindow::new(2, Duration::from_secs(1))?.with_clock(clock.clone());
@@ -57,17 +56,18 @@ impl FixedWindow {
             }),
         })
     }
-
-    /// The same limiter on `clock` (and with no keys held). Windows align to its epoch.
-    pub fn with_clock(self, clock: impl Clock) -> Self {
-        Self {
-            states: self.states.with_clock(Arc::new(clock)),
-        }
-    }
 }
 
 impl Algorithm for FixedWindowRules {
     type State = WindowCount;
+
+    fn limit(&self) -> u64 {
+        self.limit
+    }
+
+    fn window(&self) -> Duration {
+        Duration::from_nanos(self.window_nanos)
+    }
 
     fn fresh(&self) -> WindowCount {
         WindowCount { index: 0, count: 0 }
@@ -107,30 +107,4 @@ impl Algorithm for FixedWindowRules {
     }
 }
 
-impl RateLimiter for FixedWindow {
-    fn check(&self, key: &str, cost: u64) -> Decision {
-        self.states.check(key, cost)
-    }
-
-    fn limit(&self) -> u64 {
-        self.states.algorithm().limit
-    }
-
-    fn window(&self) -> Duration {
-        Duration::from_nanos(self.states.algorithm().window_nanos)
-    }
-
-    fn keys_held(&self) -> usize {
-        self.states.keys_held()
-    }
-}
-
-impl fmt::Debug for FixedWindow {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("FixedWindow")
-            .field("limit", &self.limit())
-            .field("window", &self.window())
-            .field("keys_held", &self.keys_held())
-            .finish()
-    }
-}
+super::keyed::keyed_limiter!(FixedWindow);

@@ -4,8 +4,11 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use super::time::duration_nanos;
-use super::{Clock, Decision, SystemClock};
+use std::time::Duration;
+
+use super::Decision;
+use crate::time::nanos::duration_nanos;
+use crate::time::{Clock, SystemClock};
 
 /// A sweep runs at least this many checks apart, so small tables are not swept on every check.
 pub(crate) const MIN_SWEEP_INTERVAL: usize = 1024;
@@ -14,6 +17,12 @@ pub(crate) const MIN_SWEEP_INTERVAL: usize = 1024;
 pub(crate) trait Algorithm: Send + Sync {
     /// What one key remembers.
     type State: Send;
+
+    /// The quota per window, or the bucket's capacity.
+    fn limit(&self) -> u64;
+
+    /// The window the quota is measured over (for a bucket: the time to fill or drain it).
+    fn window(&self) -> Duration;
 
     /// The state of a key never seen (or evicted): the whole quota available.
     fn fresh(&self) -> Self::State;
@@ -113,3 +122,52 @@ impl<A: Algorithm> KeyedStates<A> {
         self.table.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
+
+/// The public face every in-memory algorithm shares: `with_clock`, the [`RateLimiter`] impl
+/// and `Debug`, for a struct `$name { states: KeyedStates<_> }`.
+///
+/// [`RateLimiter`]: super::RateLimiter
+macro_rules! keyed_limiter {
+    ($name:ident) => {
+        impl $name {
+            /// The same limiter on `clock`, with no keys held (states measured on another clock
+            /// would mean nothing on this one).
+            pub fn with_clock(self, clock: impl $crate::time::Clock) -> Self {
+                Self {
+                    states: self.states.with_clock(::std::sync::Arc::new(clock)),
+                }
+            }
+        }
+
+        impl $crate::limiter::RateLimiter for $name {
+            fn check(&self, key: &str, cost: u64) -> $crate::limiter::Decision {
+                self.states.check(key, cost)
+            }
+
+            fn limit(&self) -> u64 {
+                $crate::limiter::keyed::Algorithm::limit(self.states.algorithm())
+            }
+
+            fn window(&self) -> ::std::time::Duration {
+                $crate::limiter::keyed::Algorithm::window(self.states.algorithm())
+            }
+
+            fn keys_held(&self) -> usize {
+                self.states.keys_held()
+            }
+        }
+
+        impl ::std::fmt::Debug for $name {
+            fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+                use $crate::limiter::RateLimiter as _;
+                f.debug_struct(stringify!($name))
+                    .field("limit", &self.limit())
+                    .field("window", &self.window())
+                    .field("keys_held", &self.keys_held())
+                    .finish()
+            }
+        }
+    };
+}
+
+pub(crate) use keyed_limiter;

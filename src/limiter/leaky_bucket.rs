@@ -1,11 +1,9 @@
-use std::fmt;
-use std::sync::Arc;
 use std::time::Duration;
 
-use super::error::check_limit;
+use super::Decision;
 use super::keyed::{Algorithm, KeyedStates};
-use super::rate::ExactRate;
-use super::{Clock, Decision, LimiterConfigError, Rate, RateLimiter};
+use crate::time::ExactRate;
+use crate::time::Rate;
 
 /// A leaky bucket used as a meter: each key has a bucket of `capacity` that drains steadily;
 /// a request adds its `cost` to the level if it fits, and is rejected otherwise. A new key
@@ -16,11 +14,15 @@ use super::{Clock, Decision, LimiterConfigError, Rate, RateLimiter};
 /// which delays requests instead of rejecting them, is pacing's job, not a limiter's.)
 ///
 /// ```
+/// use std::num::NonZeroU32;
 /// use std::time::Duration;
-/// use reqwest_polite::limiter::{LeakyBucket, ManualClock, RateLimiter};
+/// use reqwest_polite::limiter::{LeakyBucket, RateLimiter};
+/// use reqwest_polite::time::{ManualClock, Rate};
 ///
+/// // Drains 4 per second (1 per 250 ms), holds 2.
+/// let leak = Rate::per_second(NonZeroU32::new(4).unwrap()).with_burst(NonZeroU32::new(2).unwrap());
 /// let clock = ManualClock::new();
-/// let limiter = LeakyBucket::new(2, 4.0)?.with_clock(clock.clone()); // drains 1 per 250 ms
+/// let limiter = LeakyBucket::new(leak).with_clock(clock.clone());
 ///
 /// assert!(limiter.check("alice", 2).allowed); // level 2 of 2
 /// let next = limiter.check("alice", 1);
@@ -29,7 +31,6 @@ use super::{Clock, Decision, LimiterConfigError, Rate, RateLimiter};
 ///
 /// clock.advance(Duration::from_millis(250));
 /// assert!(limiter.check("alice", 1).allowed);
-/// # Ok::<(), reqwest_polite::limiter::LimiterConfigError>(())
 /// ```
 pub struct LeakyBucket {
     states: KeyedStates<LeakyBucketRules>,
@@ -49,32 +50,16 @@ struct Level {
 }
 
 impl LeakyBucket {
-    /// A bucket of `capacity` draining `leak_per_sec` units per second, kept to the nano-unit.
-    /// A zero capacity, and rates that are not finite numbers from 1e-9 to 1.8e10 per second,
-    /// are rejected.
-    pub fn new(capacity: u64, leak_per_sec: f64) -> Result<Self, LimiterConfigError> {
-        Self::with_rate(capacity, Rate::from_per_second(leak_per_sec)?)
-    }
-
-    /// A bucket of `capacity` draining at exactly `leak`, e.g. 100 per minute:
-    /// `LeakyBucket::with_rate(100, Rate::new(100, Duration::from_secs(60)))`.
-    /// A zero capacity or a zero rate is rejected.
-    pub fn with_rate(capacity: u64, leak: Rate) -> Result<Self, LimiterConfigError> {
-        let capacity = check_limit(capacity)?;
-        let exact = leak.exact().ok_or(LimiterConfigError::ZeroRate)?;
-        Ok(Self {
-            states: KeyedStates::new(LeakyBucketRules {
-                capacity,
-                leak,
-                exact,
-            }),
-        })
-    }
-
-    /// The same limiter on `clock` (and with no keys held).
-    pub fn with_clock(self, clock: impl Clock) -> Self {
+    /// A bucket of `leak.burst()` units per key, draining at exactly `leak`: e.g. 100 per
+    /// minute with a burst of 10, `Rate::per_minute(hundred).with_burst(ten)`. Every [`Rate`]
+    /// is valid, so this cannot fail.
+    pub fn new(leak: Rate) -> Self {
         Self {
-            states: self.states.with_clock(Arc::new(clock)),
+            states: KeyedStates::new(LeakyBucketRules {
+                capacity: u64::from(leak.burst().get()),
+                leak,
+                exact: leak.exact(),
+            }),
         }
     }
 
@@ -98,6 +83,16 @@ impl LeakyBucketRules {
 
 impl Algorithm for LeakyBucketRules {
     type State = Level;
+
+    fn limit(&self) -> u64 {
+        self.capacity
+    }
+
+    /// The time a full bucket takes to drain.
+    fn window(&self) -> Duration {
+        let rules = self;
+        rules.exact.time_for(rules.full())
+    }
 
     fn fresh(&self) -> Level {
         Level { scaled: 0, at: 0 }
@@ -132,32 +127,4 @@ impl Algorithm for LeakyBucketRules {
     }
 }
 
-impl RateLimiter for LeakyBucket {
-    fn check(&self, key: &str, cost: u64) -> Decision {
-        self.states.check(key, cost)
-    }
-
-    fn limit(&self) -> u64 {
-        self.states.algorithm().capacity
-    }
-
-    /// The time a full bucket takes to drain.
-    fn window(&self) -> Duration {
-        let rules = self.states.algorithm();
-        rules.exact.time_for(rules.full())
-    }
-
-    fn keys_held(&self) -> usize {
-        self.states.keys_held()
-    }
-}
-
-impl fmt::Debug for LeakyBucket {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("LeakyBucket")
-            .field("capacity", &self.limit())
-            .field("leak", &self.leak())
-            .field("keys_held", &self.keys_held())
-            .finish()
-    }
-}
+super::keyed::keyed_limiter!(LeakyBucket);

@@ -2,8 +2,8 @@
 //! them, the client pacer paces with them.
 //!
 //! Five keyed in-memory algorithms implement [`RateLimiter`]; each key (client, API key,
-//! route…) has its own quota, and every one takes a [`Clock`] so tests run on a
-//! [`ManualClock`], exactly and instantly.
+//! route…) has its own quota, and every one takes a [`Clock`](crate::time::Clock) so tests run on a
+//! [`ManualClock`](crate::time::ManualClock), exactly and instantly.
 //!
 //! # Which algorithm when
 //!
@@ -18,8 +18,8 @@
 //! Every `check` is O(1) amortized (the log's rejections also walk the entries they wait for),
 //! takes one lock and reads the clock once; the arithmetic is in integers (nanoseconds, and
 //! buckets counted in fractions of their rate's period), so no decision drifts or panics.
-//! Bucket rates are [`Rate`]s, exact fractions such as 100 per minute, or floats per second
-//! kept to 10⁻⁹ units per second.
+//! The buckets take the crate's one [`Rate`](crate::time::Rate) (flow and burst), an exact
+//! fraction such as 100 per minute, or a float per second kept to 10⁻⁹ units per second.
 //!
 //! # What a [`Decision`] says, in every algorithm
 //!
@@ -53,13 +53,15 @@
 //! # Example
 //!
 //! ```
+//! use std::num::NonZeroU32;
 //! use std::time::Duration;
-//! use reqwest_polite::limiter::{ManualClock, Rate, RateLimiter, TokenBucket};
+//! use reqwest_polite::limiter::{RateLimiter, TokenBucket};
+//! use reqwest_polite::time::{ManualClock, Rate};
 //!
 //! // Arrange: 10 tokens per key, refilling at 10 per minute (one every 6 s).
+//! const TEN: NonZeroU32 = NonZeroU32::new(10).unwrap();
 //! let clock = ManualClock::new();
-//! let limiter = TokenBucket::with_rate(10, Rate::new(10, Duration::from_secs(60)))?
-//!     .with_clock(clock.clone());
+//! let limiter = TokenBucket::new(Rate::per_minute(TEN).with_burst(TEN)).with_clock(clock.clone());
 //!
 //! // Act: a key spends its whole bucket, then asks for one more.
 //! let burst = limiter.check("tenant-a", 10);
@@ -74,31 +76,25 @@
 //!
 //! clock.advance(Duration::from_secs(6));
 //! assert!(limiter.check("tenant-a", 1).allowed);
-//! # Ok::<(), reqwest_polite::limiter::LimiterConfigError>(())
 //! ```
 
-mod clock;
 pub(crate) mod digest;
 mod error;
 mod fixed_window;
-mod keyed;
+pub(crate) mod keyed;
 mod leaky_bucket;
-mod rate;
 #[cfg(feature = "redis")]
 #[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
 pub mod redis;
 mod sliding_window_counter;
 mod sliding_window_log;
-pub(crate) mod time;
 mod token_bucket;
 
 use std::time::Duration;
 
-pub use clock::{Clock, ManualClock, SystemClock, UnixClock};
 pub use error::LimiterConfigError;
 pub use fixed_window::FixedWindow;
 pub use leaky_bucket::LeakyBucket;
-pub use rate::Rate;
 pub use sliding_window_counter::SlidingWindowCounter;
 pub use sliding_window_log::SlidingWindowLog;
 pub use token_bucket::TokenBucket;

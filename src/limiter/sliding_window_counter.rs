@@ -1,11 +1,9 @@
-use std::fmt;
-use std::sync::Arc;
 use std::time::Duration;
 
 use super::error::check_window;
 use super::keyed::{Algorithm, KeyedStates};
-use super::time::nanos_to_duration;
-use super::{Clock, Decision, LimiterConfigError, RateLimiter};
+use super::{Decision, LimiterConfigError};
+use crate::time::nanos::nanos_to_duration;
 
 /// About `limit` units per sliding window, from two counters per key: the estimate is
 /// `previous × (1 − elapsed fraction of the current window) + current`, and a request is
@@ -18,7 +16,8 @@ use super::{Clock, Decision, LimiterConfigError, RateLimiter};
 ///
 /// ```
 /// use std::time::Duration;
-/// use reqwest_polite::limiter::{ManualClock, RateLimiter, SlidingWindowCounter};
+/// use reqwest_polite::limiter::{RateLimiter, SlidingWindowCounter};
+/// use reqwest_polite::time::ManualClock;
 ///
 /// let clock = ManualClock::new();
 /// let limiter = SlidingWindowCounter::new(10, Duration::from_secs(10))?.with_clock(clock.clone());
@@ -59,13 +58,6 @@ impl SlidingWindowCounter {
             }),
         })
     }
-
-    /// The same limiter on `clock` (and with no keys held). Windows align to its epoch.
-    pub fn with_clock(self, clock: impl Clock) -> Self {
-        Self {
-            states: self.states.with_clock(Arc::new(clock)),
-        }
-    }
 }
 
 impl SlidingCounterRules {
@@ -103,6 +95,14 @@ impl SlidingCounterRules {
 
 impl Algorithm for SlidingCounterRules {
     type State = TwoWindowCounts;
+
+    fn limit(&self) -> u64 {
+        self.limit
+    }
+
+    fn window(&self) -> Duration {
+        Duration::from_nanos(self.window_nanos)
+    }
 
     fn fresh(&self) -> TwoWindowCounts {
         TwoWindowCounts {
@@ -170,30 +170,4 @@ impl Algorithm for SlidingCounterRules {
     }
 }
 
-impl RateLimiter for SlidingWindowCounter {
-    fn check(&self, key: &str, cost: u64) -> Decision {
-        self.states.check(key, cost)
-    }
-
-    fn limit(&self) -> u64 {
-        self.states.algorithm().limit
-    }
-
-    fn window(&self) -> Duration {
-        Duration::from_nanos(self.states.algorithm().window_nanos)
-    }
-
-    fn keys_held(&self) -> usize {
-        self.states.keys_held()
-    }
-}
-
-impl fmt::Debug for SlidingWindowCounter {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("SlidingWindowCounter")
-            .field("limit", &self.limit())
-            .field("window", &self.window())
-            .field("keys_held", &self.keys_held())
-            .finish()
-    }
-}
+super::keyed::keyed_limiter!(SlidingWindowCounter);

@@ -1,12 +1,10 @@
 use std::collections::VecDeque;
-use std::fmt;
-use std::sync::Arc;
 use std::time::Duration;
 
 use super::error::check_window;
 use super::keyed::{Algorithm, KeyedStates};
-use super::time::nanos_to_duration;
-use super::{Clock, Decision, LimiterConfigError, RateLimiter};
+use super::{Decision, LimiterConfigError};
+use crate::time::nanos::nanos_to_duration;
 
 /// At most `limit` units in any window-long stretch of time, exactly: each key keeps the time
 /// and cost of every request admitted within the last window.
@@ -16,7 +14,8 @@ use super::{Clock, Decision, LimiterConfigError, RateLimiter};
 ///
 /// ```
 /// use std::time::Duration;
-/// use reqwest_polite::limiter::{ManualClock, RateLimiter, SlidingWindowLog};
+/// use reqwest_polite::limiter::{RateLimiter, SlidingWindowLog};
+/// use reqwest_polite::time::ManualClock;
 ///
 /// let clock = ManualClock::new();
 /// let limiter = SlidingWindowLog::new(2, Duration::from_secs(10))?.with_clock(clock.clone());
@@ -60,13 +59,6 @@ impl SlidingWindowLog {
             }),
         })
     }
-
-    /// The same limiter on `clock` (and with no keys held).
-    pub fn with_clock(self, clock: impl Clock) -> Self {
-        Self {
-            states: self.states.with_clock(Arc::new(clock)),
-        }
-    }
 }
 
 impl SlidingLogRules {
@@ -78,6 +70,14 @@ impl SlidingLogRules {
 
 impl Algorithm for SlidingLogRules {
     type State = AdmittedLog;
+
+    fn limit(&self) -> u64 {
+        self.limit
+    }
+
+    fn window(&self) -> Duration {
+        Duration::from_nanos(self.window_nanos)
+    }
 
     fn fresh(&self) -> AdmittedLog {
         AdmittedLog {
@@ -141,30 +141,4 @@ impl Algorithm for SlidingLogRules {
     }
 }
 
-impl RateLimiter for SlidingWindowLog {
-    fn check(&self, key: &str, cost: u64) -> Decision {
-        self.states.check(key, cost)
-    }
-
-    fn limit(&self) -> u64 {
-        self.states.algorithm().limit
-    }
-
-    fn window(&self) -> Duration {
-        Duration::from_nanos(self.states.algorithm().window_nanos)
-    }
-
-    fn keys_held(&self) -> usize {
-        self.states.keys_held()
-    }
-}
-
-impl fmt::Debug for SlidingWindowLog {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("SlidingWindowLog")
-            .field("limit", &self.limit())
-            .field("window", &self.window())
-            .field("keys_held", &self.keys_held())
-            .finish()
-    }
-}
+super::keyed::keyed_limiter!(SlidingWindowLog);

@@ -1,11 +1,9 @@
-use std::fmt;
-use std::sync::Arc;
 use std::time::Duration;
 
-use super::error::check_limit;
+use super::Decision;
 use super::keyed::{Algorithm, KeyedStates};
-use super::rate::ExactRate;
-use super::{Clock, Decision, LimiterConfigError, Rate, RateLimiter};
+use crate::time::ExactRate;
+use crate::time::Rate;
 
 /// A bucket of `capacity` tokens per key that refills steadily; a request takes `cost` tokens
 /// when that many are in the bucket. A new key starts full.
@@ -14,11 +12,15 @@ use super::{Clock, Decision, LimiterConfigError, Rate, RateLimiter};
 /// Tokens are counted exactly (as fractions of the refill period), so a refill never drifts.
 ///
 /// ```
+/// use std::num::NonZeroU32;
 /// use std::time::Duration;
-/// use reqwest_polite::limiter::{ManualClock, RateLimiter, TokenBucket};
+/// use reqwest_polite::limiter::{RateLimiter, TokenBucket};
+/// use reqwest_polite::time::{ManualClock, Rate};
 ///
+/// // 1 token per second, 2 at most.
+/// const REFILL: Rate = Rate::per_second(NonZeroU32::MIN).with_burst(NonZeroU32::new(2).unwrap());
 /// let clock = ManualClock::new();
-/// let limiter = TokenBucket::new(2, 1.0)?.with_clock(clock.clone()); // 1 token per second
+/// let limiter = TokenBucket::new(REFILL).with_clock(clock.clone());
 ///
 /// assert!(limiter.check("alice", 2).allowed); // the full bucket, at once
 /// let next = limiter.check("alice", 1);
@@ -27,7 +29,6 @@ use super::{Clock, Decision, LimiterConfigError, Rate, RateLimiter};
 ///
 /// clock.advance(Duration::from_secs(1));
 /// assert!(limiter.check("alice", 1).allowed);
-/// # Ok::<(), reqwest_polite::limiter::LimiterConfigError>(())
 /// ```
 pub struct TokenBucket {
     states: KeyedStates<TokenBucketRules>,
@@ -47,32 +48,16 @@ struct Tokens {
 }
 
 impl TokenBucket {
-    /// A bucket of `capacity` tokens refilling at `refill_per_sec` tokens per second, kept to
-    /// the nano-token. A zero capacity, and rates that are not finite numbers from 1e-9 to
-    /// 1.8e10 per second, are rejected.
-    pub fn new(capacity: u64, refill_per_sec: f64) -> Result<Self, LimiterConfigError> {
-        Self::with_rate(capacity, Rate::from_per_second(refill_per_sec)?)
-    }
-
-    /// A bucket of `capacity` tokens refilling at exactly `refill`, e.g. 100 tokens per
-    /// minute: `TokenBucket::with_rate(100, Rate::new(100, Duration::from_secs(60)))`.
-    /// A zero capacity or a zero rate is rejected.
-    pub fn with_rate(capacity: u64, refill: Rate) -> Result<Self, LimiterConfigError> {
-        let capacity = check_limit(capacity)?;
-        let exact = refill.exact().ok_or(LimiterConfigError::ZeroRate)?;
-        Ok(Self {
-            states: KeyedStates::new(TokenBucketRules {
-                capacity,
-                refill,
-                exact,
-            }),
-        })
-    }
-
-    /// The same limiter on `clock` (and with no keys held).
-    pub fn with_clock(self, clock: impl Clock) -> Self {
+    /// A bucket of `refill.burst()` units per key, refilling at exactly `refill`: e.g. 100 per
+    /// minute with a burst of 10, `Rate::per_minute(hundred).with_burst(ten)`. Every [`Rate`]
+    /// is valid, so this cannot fail.
+    pub fn new(refill: Rate) -> Self {
         Self {
-            states: self.states.with_clock(Arc::new(clock)),
+            states: KeyedStates::new(TokenBucketRules {
+                capacity: u64::from(refill.burst().get()),
+                refill,
+                exact: refill.exact(),
+            }),
         }
     }
 
@@ -99,6 +84,16 @@ impl TokenBucketRules {
 
 impl Algorithm for TokenBucketRules {
     type State = Tokens;
+
+    fn limit(&self) -> u64 {
+        self.capacity
+    }
+
+    /// The time to refill the bucket from empty.
+    fn window(&self) -> Duration {
+        let rules = self;
+        rules.exact.time_for(rules.full())
+    }
 
     fn fresh(&self) -> Tokens {
         Tokens {
@@ -134,32 +129,4 @@ impl Algorithm for TokenBucketRules {
     }
 }
 
-impl RateLimiter for TokenBucket {
-    fn check(&self, key: &str, cost: u64) -> Decision {
-        self.states.check(key, cost)
-    }
-
-    fn limit(&self) -> u64 {
-        self.states.algorithm().capacity
-    }
-
-    /// The time to refill the bucket from empty.
-    fn window(&self) -> Duration {
-        let rules = self.states.algorithm();
-        rules.exact.time_for(rules.full())
-    }
-
-    fn keys_held(&self) -> usize {
-        self.states.keys_held()
-    }
-}
-
-impl fmt::Debug for TokenBucket {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("TokenBucket")
-            .field("capacity", &self.limit())
-            .field("refill", &self.refill())
-            .field("keys_held", &self.keys_held())
-            .finish()
-    }
-}
+super::keyed::keyed_limiter!(TokenBucket);

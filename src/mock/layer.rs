@@ -8,7 +8,8 @@ use wiremock::Request;
 use super::Partition;
 #[cfg(feature = "redis")]
 use crate::limiter::redis::{BlockingRedisLimiter, RedisLimitError};
-use crate::limiter::{Decision, FixedWindow, LimiterConfigError, RateLimiter, UnixClock};
+use crate::limiter::{Decision, FixedWindow, LimiterConfigError, RateLimiter};
+use crate::time::UnixClock;
 
 /// One limit of a rate-limited mock: a name, a [`Partition`] (whose quota a request counts
 /// against), a limiter (in memory, or in Redis), and optionally the one route it applies to.
@@ -23,7 +24,8 @@ use crate::limiter::{Decision, FixedWindow, LimiterConfigError, RateLimiter, Uni
 /// ```
 /// use std::time::Duration;
 /// use reqwest::Method;
-/// use reqwest_polite::limiter::{ManualClock, SlidingWindowLog};
+/// use reqwest_polite::limiter::SlidingWindowLog;
+/// use reqwest_polite::time::ManualClock;
 /// use reqwest_polite::mock::{Layer, Partition, RateLimitedApi};
 ///
 /// # #[tokio::main(flavor = "current_thread")]

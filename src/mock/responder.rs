@@ -368,8 +368,9 @@ impl fmt::Debug for RateLimitResponder {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::limiter::{FixedWindow, ManualClock};
+    use crate::limiter::FixedWindow;
     use crate::mock::Partition;
+    use crate::time::ManualClock;
 
     fn decided(layer: &Layer, remaining: u64, limit: u64) -> Decided<'_> {
         Decided {

@@ -34,7 +34,7 @@ pub enum PacingError {
     #[error("a request of cost {cost} can never pass a bucket of burst {burst}")]
     CostTooHigh {
         /// The cost asked for.
-        cost: u32,
+        cost: u64,
         /// The most the bucket admits at once.
         burst: u32,
     },

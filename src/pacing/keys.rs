@@ -7,10 +7,10 @@ use std::time::Duration;
 
 use tokio::sync::{Notify, Semaphore};
 
-use super::config::RequestRate;
 use super::learned::KeyQuota;
 use super::local::LocalBucket;
-use crate::limiter::Clock;
+use crate::time::Clock;
+use crate::time::Rate;
 
 /// How long an entry without live state is kept after its last use.
 pub(crate) const IDLE_AFTER: Duration = Duration::from_secs(60);
@@ -54,7 +54,7 @@ pub(crate) struct KeyTable {
     keys: Mutex<HashMap<Box<str>, KeyState>>,
     clock: Arc<dyn Clock>,
     /// The configured rate, when each key has its own bucket.
-    per_key_rate: Option<RequestRate>,
+    per_key_rate: Option<Rate>,
     /// Whether a new key's first request goes alone.
     probe_new: bool,
 }
@@ -62,7 +62,7 @@ pub(crate) struct KeyTable {
 impl KeyTable {
     pub(crate) fn new(
         clock: Arc<dyn Clock>,
-        per_key_rate: Option<RequestRate>,
+        per_key_rate: Option<Rate>,
         probe_new: bool,
     ) -> KeyTable {
         KeyTable {
@@ -129,10 +129,11 @@ impl KeyTable {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::limiter::ManualClock;
     use crate::pacing::learned::Admission;
+    use crate::time::ManualClock;
+    use crate::time::nz;
 
-    fn table(rate: Option<RequestRate>) -> (KeyTable, ManualClock) {
+    fn table(rate: Option<Rate>) -> (KeyTable, ManualClock) {
         let clock = ManualClock::new();
         (KeyTable::new(Arc::new(clock.clone()), rate, false), clock)
     }
@@ -169,7 +170,7 @@ mod tests {
 
     #[test]
     fn a_key_whose_bucket_is_still_refilling_is_kept() {
-        let (table, clock) = table(Some(RequestRate::new(1, Duration::from_secs(120)).unwrap()));
+        let (table, clock) = table(Some(Rate::new(nz(1), Duration::from_secs(120)).unwrap()));
         table.with("k", |s| s.local.as_mut().unwrap().try_take(1));
         clock.advance(Duration::from_secs(61));
         table.prune(clock.now());

@@ -10,13 +10,39 @@ use governor::RateLimiter;
 use governor::middleware::NoOpMiddleware;
 use governor::state::{InMemoryState, NotKeyed};
 
-use super::clock::GovernorClock;
-use super::config::RequestRate;
-use crate::limiter::Clock;
+use crate::time::{Clock, Rate};
 
 /// The most lateness forgiven: tokio's timer ticks in whole milliseconds, so a sleeper wakes up
 /// to a tick late; anything later is a request that came late, not a timer.
 pub(crate) const MAX_TIMER_LAG: Duration = Duration::from_millis(2);
+
+/// Our clock seen through governor's clock trait (governor accepts `Duration` as an instant),
+/// so the GCRA and the sleeps share one time source.
+///
+/// `lag` (nanoseconds) is taken off while one check runs: a request that woke late because
+/// tokio's timer ticks in whole milliseconds is checked at the instant it was due, so the
+/// lateness is not lost from the rate at every permit.
+#[derive(Clone)]
+pub(crate) struct GovernorClock {
+    clock: Arc<dyn Clock>,
+    lag: Arc<AtomicU64>,
+}
+
+impl governor::clock::Clock for GovernorClock {
+    type Instant = Duration;
+
+    fn now(&self) -> Duration {
+        let lag = Duration::from_nanos(self.lag.load(Ordering::Relaxed));
+        self.clock.now().saturating_sub(lag)
+    }
+}
+
+/// The governor quota of `rate`: one cell per interval, its burst as configured.
+fn quota(rate: Rate) -> governor::Quota {
+    governor::Quota::with_period(rate.interval())
+        .unwrap_or_else(|| governor::Quota::per_second(NonZeroU32::MIN))
+        .allow_burst(rate.burst())
+}
 
 /// The outcome of one attempt to take from a local bucket.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -47,17 +73,17 @@ pub(crate) struct LocalBucket {
 }
 
 impl LocalBucket {
-    pub(crate) fn new(rate: RequestRate, clock: Arc<dyn Clock>) -> LocalBucket {
+    pub(crate) fn new(rate: Rate, clock: Arc<dyn Clock>) -> LocalBucket {
         let lag = Arc::new(AtomicU64::new(0));
         let governor_clock = GovernorClock {
             clock: clock.clone(),
             lag: lag.clone(),
         };
         LocalBucket {
-            limiter: RateLimiter::direct_with_clock(rate.quota(), governor_clock),
+            limiter: RateLimiter::direct_with_clock(quota(rate), governor_clock),
             clock,
             lag,
-            period: rate.period(),
+            period: rate.interval(),
             refunds: 0,
             full_at: Duration::ZERO,
         }
@@ -107,16 +133,17 @@ impl LocalBucket {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::limiter::ManualClock;
+    use crate::time::ManualClock;
+    use crate::time::nz;
 
-    fn bucket(rate: RequestRate) -> (LocalBucket, ManualClock) {
+    fn bucket(rate: Rate) -> (LocalBucket, ManualClock) {
         let clock = ManualClock::new();
         (LocalBucket::new(rate, Arc::new(clock.clone())), clock)
     }
 
     #[test]
     fn a_refused_take_says_when_and_takes_nothing() {
-        let (mut bucket, clock) = bucket(RequestRate::per_second(10).unwrap().with_burst(2));
+        let (mut bucket, clock) = bucket(Rate::per_second(nz(10)).with_burst(nz(2)));
         assert_eq!(bucket.try_take(2), Take::Taken);
         assert_eq!(bucket.try_take(1), Take::Wait(Duration::from_millis(100)));
         // A thousand refusals later the bucket refills exactly as if nobody had asked.
@@ -129,7 +156,7 @@ mod tests {
 
     #[test]
     fn a_timers_lateness_is_not_lost_from_the_rate_but_a_late_request_is_not_credited() {
-        let (mut bucket, clock) = bucket(RequestRate::per_second(10).unwrap());
+        let (mut bucket, clock) = bucket(Rate::per_second(nz(10)));
         assert_eq!(bucket.try_take(1), Take::Taken);
         // Due at 100 ms, woken at 101 ms: checked as of 100 ms, so the next is due at 200 ms.
         clock.advance(Duration::from_millis(101));
@@ -150,13 +177,13 @@ mod tests {
 
     #[test]
     fn a_cost_above_the_burst_never_fits() {
-        let (mut bucket, _) = bucket(RequestRate::per_second(5).unwrap().with_burst(3));
+        let (mut bucket, _) = bucket(Rate::per_second(nz(5)).with_burst(nz(3)));
         assert_eq!(bucket.try_take(4), Take::Never { burst: 3 });
     }
 
     #[test]
     fn a_refunded_token_is_taken_again_without_waiting() {
-        let (mut bucket, _) = bucket(RequestRate::per_second(1).unwrap());
+        let (mut bucket, _) = bucket(Rate::per_second(nz(1)));
         assert_eq!(bucket.try_take(1), Take::Taken);
         bucket.refund(1);
         assert_eq!(bucket.try_take(1), Take::Taken);
@@ -165,7 +192,7 @@ mod tests {
 
     #[test]
     fn a_bucket_is_full_again_once_its_tokens_are_back() {
-        let (mut bucket, clock) = bucket(RequestRate::per_second(10).unwrap().with_burst(5));
+        let (mut bucket, clock) = bucket(Rate::per_second(nz(10)).with_burst(nz(5)));
         assert!(bucket.is_full(clock.now()));
         assert_eq!(bucket.try_take(3), Take::Taken);
         clock.advance(Duration::from_millis(299));

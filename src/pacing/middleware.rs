@@ -19,14 +19,16 @@ use crate::time::{DrawnWait, RequestDeadline, RequestJitter};
 /// `reqwest_middleware::Error::Middleware` wrapping a [`PacingError`](super::PacingError).
 ///
 /// ```
-/// use reqwest_polite::pacing::{Pacer, PacingMiddleware, RequestRate};
+/// use std::num::NonZeroU32;
+/// use reqwest_polite::pacing::{Pacer, PacingMiddleware};
+/// use reqwest_polite::time::Rate;
 /// use wiremock::{Mock, MockServer, ResponseTemplate, matchers::any};
 ///
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() {
 /// let server = MockServer::start().await;
 /// Mock::given(any()).respond_with(ResponseTemplate::new(200)).mount(&server).await;
-/// let pacer = Pacer::builder().rate(RequestRate::per_second(50).unwrap()).build();
+/// let pacer = Pacer::builder().rate(Rate::per_second(NonZeroU32::new(50).unwrap())).build();
 /// let client = reqwest_middleware::ClientBuilder::new(reqwest::Client::new())
 ///     .with(PacingMiddleware::new(pacer))
 ///     .build();

@@ -23,7 +23,7 @@
 //!    the quota and window are inferred from what the server admitted (see the `learned`
 //!    module's docs, and AWS's adaptive CUBIC curve for the quota per window). This needs no
 //!    configured rate;
-//! 2. **a configured rate** ([`RequestRate`]), kept in memory by governor's GCRA, one bucket per
+//! 2. **a configured rate** ([`Rate`](crate::time::Rate)), kept in memory by governor's GCRA, one bucket per
 //!    key or one for the whole pacer ([`BucketScope`]); it applies on top of what the server
 //!    says, so the pacer never exceeds it;
 //! 3. **a shared bucket** ([`SharedBucket`]): a token bucket in Redis (standalone or Cluster)
@@ -54,8 +54,10 @@
 //! # Example: partner sync, many workers, one quota
 //!
 //! ```
+//! use std::num::NonZeroU32;
 //! use std::time::{Duration, Instant};
-//! use reqwest_polite::pacing::{Pacer, PacingMiddleware, RequestRate};
+//! use reqwest_polite::pacing::{Pacer, PacingMiddleware};
+//! use reqwest_polite::time::Rate;
 //! use wiremock::{Mock, MockServer, ResponseTemplate, matchers::any};
 //!
 //! # #[tokio::main]
@@ -64,7 +66,7 @@
 //! Mock::given(any()).respond_with(ResponseTemplate::new(200)).mount(&partner).await;
 //!
 //! // The partner allows 100 requests per second: eight workers share that, not 8 × 100.
-//! let pacer = Pacer::builder().rate(RequestRate::per_second(100).unwrap()).build();
+//! let pacer = Pacer::builder().rate(Rate::per_second(NonZeroU32::new(100).unwrap())).build();
 //! let client = reqwest_middleware::ClientBuilder::new(reqwest::Client::new())
 //!     .with(PacingMiddleware::new(pacer))
 //!     .build();
@@ -91,7 +93,6 @@
 //! ```
 
 mod adaptive;
-mod clock;
 mod config;
 mod error;
 mod key;
@@ -103,8 +104,7 @@ mod pacer;
 mod permit;
 mod shared;
 
-pub use clock::TokioClock;
-pub use config::{BucketScope, PacingMode, RequestRate};
+pub use config::{BucketScope, PacingMode};
 pub use error::PacingError;
 pub use key::{PartitionKey, PerHost};
 pub use middleware::PacingMiddleware;

@@ -2,8 +2,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use super::clock::TokioClock;
-use super::config::{BucketScope, PacingMode, RequestRate};
+use super::config::{BucketScope, PacingMode};
 use super::error::PacingError;
 use super::key::key_digest;
 use super::keys::{KeyTable, Queue};
@@ -11,8 +10,10 @@ use super::learned::{Admission, Ticket};
 use super::local::{LocalBucket, Take};
 use super::permit::{Permit, Reservation};
 use super::shared::{SharedBucket, SharedCalls, SharedQuota, SharedTake, StoreHealthReport};
-use crate::limiter::Clock;
+use crate::time::Clock;
 use crate::time::Jitter;
+use crate::time::Rate;
+use crate::time::TokioClock;
 
 /// The shortest sleep after a refusal: one tick of tokio's timer.
 const SHORTEST_SLEEP: Duration = Duration::from_millis(1);
@@ -32,13 +33,15 @@ const HOUSEKEEPING_EVERY: u64 = 1024;
 /// Cheap to clone; clones share their buckets and what they learned.
 ///
 /// ```
+/// use std::num::NonZeroU32;
 /// use std::time::Duration;
-/// use reqwest_polite::pacing::{Pacer, PacingMode, PacingError, RequestRate};
+/// use reqwest_polite::pacing::{Pacer, PacingMode, PacingError};
+/// use reqwest_polite::time::Rate;
 ///
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() {
 /// let pacer = Pacer::builder()
-///     .rate(RequestRate::per_second(10).unwrap())
+///     .rate(Rate::per_second(NonZeroU32::new(10).unwrap()))
 ///     .mode(PacingMode::FailFast)
 ///     .build();
 /// let first = pacer.acquire("api.example.com:443", 1).await;
@@ -70,7 +73,7 @@ pub(super) struct PacerInner {
 
 /// Configures a [`Pacer`]. Start from [`Pacer::builder`].
 pub struct PacerBuilder {
-    rate: Option<RequestRate>,
+    rate: Option<Rate>,
     scope: BucketScope,
     mode: PacingMode,
     clock: Arc<dyn Clock>,
@@ -82,7 +85,7 @@ pub struct PacerBuilder {
 impl PacerBuilder {
     /// Paces to `rate` in this process (governor GCRA). Without a rate the pacer only follows
     /// what the server states.
-    pub fn rate(mut self, rate: RequestRate) -> Self {
+    pub fn rate(mut self, rate: Rate) -> Self {
         self.rate = Some(rate);
         self
     }
@@ -106,10 +109,11 @@ impl PacerBuilder {
         self
     }
 
-    /// The clock the pacer reads (default: [`TokioClock`], which follows tokio's paused time).
-    /// It must advance with tokio's time, since the pacer sleeps with tokio; an offset (a
-    /// skewed clock) is fine, as Redis only ever sees durations.
-    pub fn clock(mut self, clock: impl Clock) -> Self {
+    /// The clock the pacer reads (default: `TokioClock::new()`). A [`TokioClock`], because the
+    /// pacer sleeps with tokio: a clock that did not follow tokio's time would make it spin.
+    /// One that starts ahead ([`TokioClock::starting_at`], another machine's clock) is fine, as
+    /// Redis only ever sees durations. Tests use tokio's paused time.
+    pub fn clock(mut self, clock: TokioClock) -> Self {
         self.clock = Arc::new(clock);
         self
     }
@@ -177,14 +181,16 @@ impl Pacer {
         }
     }
 
-    /// Waits until a request of `cost` units (0 counts as 1) may go on `key`, then takes it.
+    /// Waits until a request of `cost` units (0 counts as 1; costs above `u32::MAX`, the
+    /// largest burst, as `u32::MAX`) may go on `key`, then takes it. Costs are `u64`, as the
+    /// limiters' are.
     ///
     /// Requests on one key are served in arrival order. Cancellation-safe: a request dropped
     /// while it waits in the queue has taken nothing and leaves the queue whole; one dropped
     /// at the head passes its turn on (tokens it took from this process's buckets are given
     /// back; a Redis call already sent may have taken its token: the script runs whether or
     /// not anyone reads the answer).
-    pub async fn acquire(&self, key: &str, cost: u32) -> Result<Permit, PacingError> {
+    pub async fn acquire(&self, key: &str, cost: u64) -> Result<Permit, PacingError> {
         self.acquire_by(key, cost, None).await
     }
 
@@ -195,10 +201,10 @@ impl Pacer {
     pub(super) async fn acquire_by(
         &self,
         key: &str,
-        cost: u32,
+        cost: u64,
         deadline: Option<tokio::time::Instant>,
     ) -> Result<Permit, PacingError> {
-        let cost = cost.max(1);
+        let cost = u32::try_from(cost).unwrap_or(u32::MAX).max(1);
         self.housekeeping();
         let started = self.inner.clock.now();
         let mode = match (self.inner.mode, deadline) {
@@ -335,7 +341,10 @@ impl Pacer {
                     }
                     Take::Never { burst } => {
                         state.quota.cancel(ticket, u64::from(cost));
-                        return Err(PacingError::CostTooHigh { cost, burst });
+                        return Err(PacingError::CostTooHigh {
+                            cost: u64::from(cost),
+                            burst,
+                        });
                     }
                 }
             }
@@ -362,7 +371,12 @@ impl Pacer {
             match take {
                 Take::Taken => reservation.whole_taken = true,
                 Take::Wait(wait) => return Ok(Err(wait)),
-                Take::Never { burst } => return Err(PacingError::CostTooHigh { cost, burst }),
+                Take::Never { burst } => {
+                    return Err(PacingError::CostTooHigh {
+                        cost: u64::from(cost),
+                        burst,
+                    });
+                }
             }
         }
         // Last, as it is the only await: a drop during the call refunds what was taken here.
@@ -376,7 +390,10 @@ impl Pacer {
                     return Ok(Err(wait));
                 }
                 SharedTake::Never { burst } => {
-                    return Err(PacingError::CostTooHigh { cost, burst });
+                    return Err(PacingError::CostTooHigh {
+                        cost: u64::from(cost),
+                        burst,
+                    });
                 }
                 SharedTake::Unavailable(reason) => {
                     return Err(PacingError::StoreUnavailable { reason });

@@ -3,16 +3,21 @@
 //! A retry count alone lets an outage multiply traffic by `1 + max_retries`; a budget keeps
 //! the extra load to `ratio` (20% by default) of what the client sends anyway, however many
 //! requests fail at once, while the floor keeps a quiet client able to retry at all.
+//!
+//! Time is tokio's, as the retry loop's: under paused time both agree.
 
 use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use tokio::time::Instant;
 
 const SLOTS: usize = 10;
 
 /// A budget shared by every request of one client (clones of the middleware share it).
 ///
 /// ```
-/// use std::time::{Duration, Instant};
+/// use std::time::Duration;
+/// use tokio::time::Instant;
 /// use reqwest_polite::retry::RetryBudget;
 ///
 /// // 10% of requests, no floor, over 10 s.

@@ -8,11 +8,10 @@ use reqwest_middleware::{Middleware, Next, Result};
 use tokio::time::Instant;
 
 use super::{
-    Classify, DefaultClassifier, RequestFacts, RetryBudget, RetryError, RetryPolicy, Sleeper,
-    TokioSleeper, Verdict,
+    Classify, DefaultClassifier, RequestFacts, RetryBudget, RetryError, RetryPolicy, Verdict,
 };
 use crate::headers::RateLimitInfo;
-use crate::time::{DrawnWait, RequestDeadline, RequestJitter};
+use crate::time::{DrawnWait, RequestDeadline, RequestJitter, Sleeper, TokioSleeper};
 
 /// A per-request override of the client's retry behaviour, set as a request extension.
 ///
@@ -41,7 +40,7 @@ pub enum RetryOverride {
 /// - 429 is retried for every method; 408/5xx, timeouts and lost connections only for
 ///   idempotent methods or requests carrying `Idempotency-Key` (see [`DefaultClassifier`]).
 /// - It waits what the server said (`Retry-After`, or the reset when nothing remains), jittered
-///   by the policy's [`Jitter`](super::Jitter); with no server wait, exponential backoff.
+///   by the policy's [`Jitter`](crate::time::Jitter); with no server wait, exponential backoff.
 /// - A server wait above the cap, or a wait that would end past the deadline, is not slept: the
 ///   caller gets a [`RetryError`] at once, carrying the server's wait and the response.
 /// - A 429 that the pacing layer below answered by pausing the key (it marks the response with

@@ -4,7 +4,7 @@
 //! [`RetryMiddleware`] is a `reqwest_middleware` layer. What is retryable is decided by a
 //! [`Classify`] implementation ([`DefaultClassifier`] unless replaced); how often and how long
 //! by a [`RetryPolicy`]; how much extra load retries may add by a [`RetryBudget`]. Waits go
-//! through one [`Sleeper`] hook.
+//! through one [`Sleeper`](crate::time::Sleeper) hook.
 
 mod budget;
 mod classify;
@@ -12,9 +12,7 @@ mod error;
 
 mod middleware;
 mod policy;
-mod sleep;
 
-pub use crate::time::Jitter;
 pub use budget::RetryBudget;
 pub use classify::{
     Classify, DefaultClassifier, RequestFacts, RetryReason, Verdict, classify_error,
@@ -23,4 +21,3 @@ pub use classify::{
 pub use error::RetryError;
 pub use middleware::{RetryMiddleware, RetryOverride};
 pub use policy::{Backoff, RetryPolicy};
-pub use sleep::{Sleeper, TokioSleeper};

@@ -1,6 +1,6 @@
 use std::time::Duration;
 
-use super::Jitter;
+use crate::time::Jitter;
 
 /// Exponential backoff for failures that came with no server-dictated wait.
 ///
@@ -54,7 +54,8 @@ impl Backoff {
 ///
 /// ```
 /// use std::time::Duration;
-/// use reqwest_polite::retry::{Jitter, RetryPolicy};
+/// use reqwest_polite::retry::RetryPolicy;
+/// use reqwest_polite::time::Jitter;
 ///
 /// let policy = RetryPolicy::new()
 ///     .with_max_retries(5)

@@ -6,12 +6,13 @@ use rand::RngExt;
 ///
 /// ```
 /// use std::time::Duration;
-/// use rand::SeedableRng;
-/// use reqwest_polite::retry::Jitter;
+/// use reqwest_polite::time::Jitter;
 ///
-/// let mut rng = rand::rngs::StdRng::seed_from_u64(7);
-/// let wait = Jitter::default().apply(Duration::from_secs(2), &mut rng);
+/// let wait = Jitter::default().draw(Duration::from_secs(2));
 /// assert!(wait >= Duration::from_millis(1800) && wait <= Duration::from_millis(2200));
+/// // The spread's ends, for a draw of 0 and of 1:
+/// assert_eq!(Jitter::default().at(Duration::from_secs(2), 0.0), Duration::from_millis(1800));
+/// assert_eq!(Jitter::NotBefore(0.1).at(Duration::from_secs(2), 1.0), Duration::from_millis(2400));
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq)]
 #[non_exhaustive]
@@ -32,9 +33,22 @@ impl Default for Jitter {
 }
 
 impl Jitter {
-    /// The spread of `wait` drawn from `rng`. Fractions are clamped to `[0, 1]`; the result
+    /// `wait`, spread by a fresh random draw. Fractions are clamped to `[0, 1]`; the result
     /// saturates instead of overflowing.
-    pub fn apply<R: rand::Rng + ?Sized>(self, wait: Duration, rng: &mut R) -> Duration {
+    pub fn draw(self, wait: Duration) -> Duration {
+        self.apply(wait, &mut rand::rng())
+    }
+
+    /// `wait` at `position` within the spread: 0 gives its shortest end, 1 its longest, and a
+    /// uniform position in `[0, 1]` a uniform draw (positions outside are clamped).
+    pub fn at(self, wait: Duration, position: f64) -> Duration {
+        let (lo, hi) = self.bounds();
+        let position = clamp_fraction(position);
+        scale(wait, lo + (hi - lo) * position)
+    }
+
+    /// The spread of `wait` drawn from `rng` (the retry layer's seeded generator).
+    pub(crate) fn apply<R: rand::Rng + ?Sized>(self, wait: Duration, rng: &mut R) -> Duration {
         let (lo, hi) = self.bounds();
         if hi <= lo {
             return if lo == 1.0 { wait } else { scale(wait, lo) };

@@ -1,13 +1,30 @@
-//! Time shared by every layer: how waits are spread ([`Jitter`]), and how the layers of one
-//! middleware stack agree on a single draw per server wait ([`DrawnWait`]).
+//! Time, below every other module: clocks, sleeps, rates, and how waits are spread.
 //!
-//! This module sits below `retry` and `pacing`: both use it, neither reaches into the other.
+//! - [`Clock`]: what a component reads the time from. The limiters decide without sleeping and
+//!   are tested on a [`ManualClock`]; the pacer and the retry layer sleep with tokio, read a
+//!   [`TokioClock`], and are tested on tokio's paused clock, which moves clocks and sleeps
+//!   together.
+//! - [`Sleeper`]: the retry layer's one hook for waiting (tests record the waits).
+//! - [`Rate`]: the crate's one rate type (pacer, bucket limiters, Redis scripts, mocks).
+//! - [`Jitter`]: how a wait is spread so that clients told the same time do not wake together;
+//!   [`DrawnWait`], [`RequestJitter`] and [`RequestDeadline`] let the layers of one stack agree
+//!   on a single draw per server wait and on one deadline.
+//!
+//! `retry`, `pacing`, `limiter` and `headers` use this module; it uses none of them.
 
+mod clock;
 mod jitter;
+pub(crate) mod nanos;
+mod rate;
+mod sleep;
 
 use std::time::Duration;
 
+pub use clock::{Clock, ManualClock, SystemClock, TokioClock, UnixClock};
 pub use jitter::Jitter;
+pub(crate) use rate::ExactRate;
+pub use rate::Rate;
+pub use sleep::{Sleeper, TokioSleeper};
 
 /// A wait that an inner layer of the stack has already drawn (jitter applied) for the request
 /// it answered, carried in the response's extensions.
@@ -38,3 +55,12 @@ pub struct RequestJitter(pub Jitter);
 /// permit it could only grant later.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RequestDeadline(pub tokio::time::Instant);
+
+/// `n` as a `NonZeroU32`, for the crate's unit tests (0 panics: a test's typo, not input).
+#[cfg(test)]
+pub(crate) const fn nz(n: u32) -> std::num::NonZeroU32 {
+    match std::num::NonZeroU32::new(n) {
+        Some(n) => n,
+        None => panic!("a rate count of 0 in a test"),
+    }
+}

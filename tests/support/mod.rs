@@ -1,6 +1,6 @@
 //! Shared helpers for integration tests: real `redis-server` processes on free loopback ports
-//! (killed with the test process, their files removed), loopback ports, header maps, and
-//! windows no test crosses a boundary of.
+//! (killed with the test process, their files removed), loopback ports, header maps, rates,
+//! and windows no test crosses a boundary of.
 //!
 //! A test file uses them with `mod support;`. Not every file uses every helper.
 #![allow(dead_code, unused_imports)]
@@ -9,6 +9,7 @@ mod headers;
 mod ports;
 #[cfg(feature = "redis")]
 mod process;
+mod rates;
 #[cfg(feature = "redis")]
 mod redis_cluster;
 #[cfg(feature = "redis")]
@@ -17,6 +18,7 @@ mod windows;
 
 pub use headers::{collect_headers, header_map};
 pub use ports::{closed_port, free_port};
+pub use rates::{nz, refill};
 // The Redis servers talk to their children with the `redis` crate, there only with the feature.
 #[cfg(feature = "redis")]
 pub use process::temp_root;

@@ -7,8 +7,9 @@ use redis::{Script, Value};
 
 use super::RedisLimitError;
 use super::keys::{key, key_prefix};
-use crate::limiter::error::{check_limit, check_window};
-use crate::limiter::{Decision, Rate};
+use crate::limiter::Decision;
+use crate::limiter::error::check_window;
+use crate::time::Rate;
 
 static FIXED_WINDOW: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("fixed_window.lua")));
@@ -28,7 +29,7 @@ const MAX_WINDOW_MICROS: u64 = 1 << 52;
 ///
 /// The scripts read the time from the server (`TIME`), never from the caller; this exposes it,
 /// so a caller can line its own clock up with the shared one (tests drive a
-/// [`ManualClock`](crate::limiter::ManualClock) with it).
+/// [`ManualClock`](crate::time::ManualClock) with it).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ServerDecision {
     /// The verdict.
@@ -79,24 +80,17 @@ impl LimitSpec {
         Self::windowed(name, Algorithm::SlidingWindowCounter, limit, window)
     }
 
-    pub(crate) fn token_bucket(
-        name: String,
-        capacity: u64,
-        refill_per_sec: f64,
-    ) -> Result<Self, RedisLimitError> {
-        // The in-memory twin's rules: a capacity of at least 1, a finite rate in range.
-        let capacity = check_limit(capacity)?;
-        Rate::from_per_second(refill_per_sec)?;
-        let capacity = capacity.min(MAX_EXACT);
+    pub(crate) fn token_bucket(name: String, refill: Rate) -> Self {
+        let capacity = u64::from(refill.burst().get());
+        let refill_per_sec = refill.units_per_second();
         // the time a bucket takes to fill from empty
-        let window =
-            Duration::try_from_secs_f64(capacity as f64 / refill_per_sec).unwrap_or(Duration::MAX);
-        Ok(Self {
+        let window = refill.exact().time_for(refill.exact().scaled(capacity));
+        Self {
             name,
             algorithm: Algorithm::TokenBucket { refill_per_sec },
             limit: capacity,
             window,
-        })
+        }
     }
 
     fn windowed(
@@ -285,6 +279,7 @@ fn plain_decimal_micros(text: &str) -> Option<Duration> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::num::NonZeroU32;
 
     fn bulk(text: &str) -> Value {
         Value::BulkString(text.as_bytes().to_vec())
@@ -381,21 +376,19 @@ mod tests {
     fn arguments_carry_no_time_and_clamp_to_exact_lua_numbers() {
         assert_eq!(spec().args(3), ["10", "1000000", "3"]);
         assert_eq!(spec().args(u64::MAX)[2], MAX_EXACT.to_string());
-        let bucket = LimitSpec::token_bucket("b".into(), u64::MAX, 0.5).unwrap();
+        let half = Rate::from_per_second(0.5).unwrap();
+        let bucket = LimitSpec::token_bucket("b".into(), half.with_burst(NonZeroU32::MAX));
         assert_eq!(
             bucket.args(1),
-            [MAX_EXACT.to_string(), "0.5".into(), "1".into()]
+            [u32::MAX.to_string(), "0.5".into(), "1".into()]
         );
     }
 
     #[test]
-    fn unusable_configurations_are_rejected() {
-        for rate in [0.0, -1.0, f64::NAN, f64::INFINITY] {
-            assert!(LimitSpec::token_bucket("b".into(), 1, rate).is_err());
-        }
+    fn unusable_windows_are_rejected() {
+        // (A bucket's rate cannot be unusable: `Rate` has no zero, negative or NaN value.)
         assert!(LimitSpec::sliding_window_log("l".into(), 1, Duration::ZERO).is_err());
         assert!(LimitSpec::fixed_window("f".into(), 0, Duration::from_secs(1)).is_err());
-        assert!(LimitSpec::token_bucket("b".into(), 0, 1.0).is_err());
     }
 
     #[test]
@@ -419,7 +412,8 @@ mod tests {
 
     #[test]
     fn token_bucket_window_is_the_time_to_fill_from_empty() {
-        let bucket = LimitSpec::token_bucket("b".into(), 10, 4.0).unwrap();
+        let four = Rate::per_second(crate::time::nz(4));
+        let bucket = LimitSpec::token_bucket("b".into(), four.with_burst(crate::time::nz(10)));
         assert_eq!(bucket.window(), Duration::from_millis(2500));
     }
 }

@@ -6,17 +6,21 @@ use redis::Value;
 use super::algorithm::{LimitSpec, ServerDecision};
 use super::{BlockingRedisStore, RedisLimitError, RedisStore};
 use crate::limiter::Decision;
+use crate::time::Rate;
 
 /// A keyed rate limiter whose state lives in Redis, shared by every process that uses the same
 /// name and store. Each decision is one atomic script call, timed by the Redis server's clock.
 ///
 /// ```no_run
-/// use std::time::Duration;
+/// use std::num::NonZeroU32;
 /// use reqwest_polite::limiter::redis::{RedisLimiter, RedisOptions, RedisStore};
+/// use reqwest_polite::time::Rate;
 ///
 /// # async fn run() -> Result<(), reqwest_polite::limiter::redis::RedisLimitError> {
 /// let store = RedisStore::standalone("redis://127.0.0.1:6379", RedisOptions::default()).await?;
-/// let limiter = RedisLimiter::token_bucket(store, "partner-api", 10, 2.0)?;
+/// // 2 tokens per second, 10 at most.
+/// let refill = Rate::per_second(NonZeroU32::new(2).unwrap()).with_burst(NonZeroU32::new(10).unwrap());
+/// let limiter = RedisLimiter::token_bucket(store, "partner-api", refill);
 ///
 /// let decision = limiter.check("tenant-42", 1).await?;
 /// assert!(decision.allowed);
@@ -93,18 +97,10 @@ impl<S> RedisLimiter<S> {
         ))
     }
 
-    /// A bucket of `capacity` tokens refilled at `refill_per_sec`, starting full. Fails on a zero
-    /// capacity, and unless the rate is finite and above zero.
-    pub fn token_bucket(
-        store: S,
-        name: impl Into<String>,
-        capacity: u64,
-        refill_per_sec: f64,
-    ) -> Result<Self, RedisLimitError> {
-        Ok(Self::new(
-            store,
-            LimitSpec::token_bucket(name.into(), capacity, refill_per_sec)?,
-        ))
+    /// A bucket of `refill.burst()` tokens refilled at `refill`, starting full (every [`Rate`]
+    /// is valid, so this cannot fail).
+    pub fn token_bucket(store: S, name: impl Into<String>, refill: Rate) -> Self {
+        Self::new(store, LimitSpec::token_bucket(name.into(), refill))
     }
 
     fn new(store: S, spec: LimitSpec) -> Self {

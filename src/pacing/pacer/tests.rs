@@ -2,6 +2,7 @@
 
 use super::*;
 use crate::RateLimitInfo;
+use crate::time::nz;
 use http::StatusCode;
 
 fn ms(n: u64) -> Duration {
@@ -19,9 +20,7 @@ fn stated(limit: u64, remaining: u64, reset: Duration) -> RateLimitInfo {
 
 #[tokio::test(start_paused = true)]
 async fn waits_out_the_configured_rate() {
-    let pacer = Pacer::builder()
-        .rate(RequestRate::per_second(10).unwrap())
-        .build();
+    let pacer = Pacer::builder().rate(Rate::per_second(nz(10))).build();
     let started = tokio::time::Instant::now();
     for _ in 0..5 {
         drop(pacer.acquire("k", 1).await.unwrap());
@@ -32,7 +31,7 @@ async fn waits_out_the_configured_rate() {
 #[tokio::test(start_paused = true)]
 async fn a_wait_beyond_max_wait_is_refused_at_once_with_the_wait() {
     let pacer = Pacer::builder()
-        .rate(RequestRate::new(1, Duration::from_secs(10)).unwrap())
+        .rate(Rate::new(nz(1), Duration::from_secs(10)).unwrap())
         .mode(PacingMode::Wait { max_wait: ms(500) })
         .build();
     drop(pacer.acquire("k", 1).await.unwrap());
@@ -51,7 +50,7 @@ async fn a_wait_beyond_max_wait_is_refused_at_once_with_the_wait() {
 #[tokio::test(start_paused = true)]
 async fn a_cost_above_the_burst_is_an_error_not_a_hang() {
     let pacer = Pacer::builder()
-        .rate(RequestRate::per_second(10).unwrap().with_burst(2))
+        .rate(Rate::per_second(nz(10)).with_burst(nz(2)))
         .build();
     assert_eq!(
         pacer.acquire("k", 3).await.unwrap_err(),
@@ -62,7 +61,7 @@ async fn a_cost_above_the_burst_is_an_error_not_a_hang() {
 #[tokio::test(start_paused = true)]
 async fn dropped_waiters_take_no_tokens() {
     let pacer = Pacer::builder()
-        .rate(RequestRate::per_second(10).unwrap().with_burst(5))
+        .rate(Rate::per_second(nz(10)).with_burst(nz(5)))
         .build();
     for _ in 0..5 {
         drop(pacer.acquire("k", 1).await.unwrap());
@@ -220,9 +219,7 @@ async fn waits_under_load(pacer: &Pacer, tasks: usize, requests: usize) -> Vec<D
 
 #[tokio::test(start_paused = true)]
 async fn two_hundred_tasks_on_twenty_per_second_are_served_in_turn() {
-    let pacer = Pacer::builder()
-        .rate(RequestRate::per_second(20).unwrap())
-        .build();
+    let pacer = Pacer::builder().rate(Rate::per_second(nz(20))).build();
     let waits = waits_under_load(&pacer, 200, 1400).await;
     assert_eq!(waits.len(), 1400);
     // In order, each request waits for the 199 ahead of it: 200 / 20 = 10 s.
@@ -240,9 +237,7 @@ async fn two_hundred_tasks_on_twenty_per_second_are_served_in_turn() {
 
 #[tokio::test(start_paused = true)]
 async fn requests_are_admitted_in_arrival_order() {
-    let pacer = Pacer::builder()
-        .rate(RequestRate::per_second(10).unwrap())
-        .build();
+    let pacer = Pacer::builder().rate(Rate::per_second(nz(10))).build();
     drop(pacer.acquire("k", 1).await.unwrap());
     let order = Arc::new(std::sync::Mutex::new(Vec::new()));
     let mut tasks = Vec::new();
@@ -266,7 +261,7 @@ async fn waiters_dropped_anywhere_in_the_queue_leave_it_working_and_the_bucket_w
     use rand::{RngExt, SeedableRng};
     let mut rng = rand::rngs::StdRng::seed_from_u64(7);
     let pacer = Pacer::builder()
-        .rate(RequestRate::per_second(100).unwrap().with_burst(10))
+        .rate(Rate::per_second(nz(100)).with_burst(nz(10)))
         .build();
     // Spend the burst: every waiter below must wait in the queue.
     for _ in 0..10 {
@@ -360,9 +355,7 @@ async fn fail_fast_reports_the_gate_wait() {
 
 #[tokio::test(start_paused = true)]
 async fn idle_keys_are_dropped_on_schedule() {
-    let pacer = Pacer::builder()
-        .rate(RequestRate::per_second(100).unwrap())
-        .build();
+    let pacer = Pacer::builder().rate(Rate::per_second(nz(100))).build();
     for i in 0..1000 {
         drop(pacer.acquire(&format!("tenant-{i}"), 1).await.unwrap());
     }
@@ -394,7 +387,7 @@ async fn a_learning_pacer_lets_one_request_out_first_on_a_new_key() {
 #[tokio::test(start_paused = true)]
 async fn a_pacer_with_a_configured_rate_does_not_probe() {
     let pacer = Pacer::builder()
-        .rate(RequestRate::per_second(100).unwrap().with_burst(10))
+        .rate(Rate::per_second(nz(100)).with_burst(nz(10)))
         .build();
     let first = pacer.acquire("k", 1).await.unwrap();
     let second = pacer.acquire("k", 1).await.unwrap();

@@ -3,7 +3,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use crate::limiter::time::duration_nanos;
+use crate::time::nanos::duration_nanos;
 
 /// How often a store that failed is tried again: the pacer is back on the shared bucket within
 /// this much (plus one command) after the store returns.

@@ -3,6 +3,7 @@
 //! until T" gate, and what to do while the store is out of reach.
 
 use std::collections::HashMap;
+use std::num::NonZeroU32;
 use std::sync::Arc;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -13,9 +14,9 @@ pub use self::error::StoreError;
 use self::health::StoreHealth;
 pub use self::health::StoreHealthReport;
 use self::lease::{LeaseSpend, Leases};
-use super::config::RequestRate;
 use super::local::{LocalBucket, Take};
-use crate::limiter::Clock;
+use crate::time::Clock;
+use crate::time::Rate;
 
 /// The local fallback's buckets, one per key.
 type FallbackBuckets = Mutex<HashMap<Box<str>, LocalBucket>>;
@@ -73,14 +74,14 @@ pub(crate) trait SharedStore: Send + Sync + 'static {
 #[derive(Clone)]
 pub struct SharedBucket {
     pub(crate) store: Arc<dyn SharedStore>,
-    pub(crate) rate: RequestRate,
+    pub(crate) rate: Rate,
     pub(crate) lease: u32,
     pub(crate) on_failure: StoreFailure,
 }
 
 impl SharedBucket {
     #[cfg(any(test, feature = "redis"))]
-    pub(crate) fn from_store(store: Arc<dyn SharedStore>, rate: RequestRate) -> SharedBucket {
+    pub(crate) fn from_store(store: Arc<dyn SharedStore>, rate: Rate) -> SharedBucket {
         SharedBucket {
             store,
             rate,
@@ -98,7 +99,7 @@ impl SharedBucket {
     /// request waiting over 0.5 s at 200/s with leases of 10), at about 4 round trips per
     /// lease. Clamped to the bucket's burst.
     pub fn lease(mut self, tokens: u32) -> SharedBucket {
-        self.lease = tokens.clamp(1, self.rate.burst());
+        self.lease = tokens.clamp(1, self.rate.burst().get());
         self
     }
 
@@ -140,7 +141,7 @@ pub(crate) struct SharedQuota {
     bucket: SharedBucket,
     clock: Arc<dyn Clock>,
     /// Per-key buckets at the shared rate divided by the processes (local fallback only).
-    fallback: Option<(RequestRate, FallbackBuckets)>,
+    fallback: Option<(Rate, FallbackBuckets)>,
     leases: Leases,
     gate_read_at: Mutex<HashMap<String, Duration>>,
     health: StoreHealth,
@@ -167,12 +168,13 @@ impl SharedQuota {
     pub(crate) fn new(bucket: SharedBucket, clock: Arc<dyn Clock>) -> SharedQuota {
         let fallback = match bucket.on_failure {
             StoreFailure::LocalFallback { processes } => {
-                Some((bucket.rate.divided_by(processes), Mutex::default()))
+                let parts = NonZeroU32::new(processes).unwrap_or(NonZeroU32::MIN);
+                Some((bucket.rate.divided_by(parts), Mutex::default()))
             }
             _ => None,
         };
         SharedQuota {
-            leases: Leases::new(bucket.rate.period()),
+            leases: Leases::new(bucket.rate.interval()),
             bucket,
             clock,
             fallback,
@@ -252,7 +254,7 @@ impl SharedQuota {
                 SharedTake::Wait { wait, gated: false }
             }
             Ok(StoreTake::Never) => SharedTake::Never {
-                burst: self.bucket.rate.burst(),
+                burst: self.bucket.rate.burst().get(),
             },
             Err(error) => self.on_store_down(key, cost, Some(error)),
         }

@@ -9,7 +9,7 @@ use redis::Script;
 use super::{SharedBucket, SharedStore, StoreError, StoreTake};
 use crate::limiter::redis::keys as redis_keys;
 use crate::limiter::redis::{RedisLimitError, RedisLimiter, RedisStore};
-use crate::pacing::RequestRate;
+use crate::time::Rate;
 
 static CLOSE_GATE: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("close_gate.lua")));
 static READ_GATE: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("read_gate.lua")));
@@ -20,12 +20,15 @@ impl SharedBucket {
     /// the bucket's time is the Redis server's, so skewed client clocks do not matter.
     ///
     /// ```no_run
+    /// use std::num::NonZeroU32;
     /// use reqwest_polite::limiter::redis::{RedisOptions, RedisStore};
-    /// use reqwest_polite::pacing::{Pacer, RequestRate, SharedBucket, StoreFailure};
+    /// use reqwest_polite::pacing::{Pacer, SharedBucket, StoreFailure};
+    /// use reqwest_polite::time::Rate;
     ///
     /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
     /// let store = RedisStore::standalone("redis://127.0.0.1:6379", RedisOptions::default()).await?;
-    /// let bucket = SharedBucket::redis(store, "partner-api", RequestRate::per_second(100).unwrap())?
+    /// let rate = Rate::per_second(NonZeroU32::new(100).unwrap());
+    /// let bucket = SharedBucket::redis(store, "partner-api", rate)
     ///     .lease(5)
     ///     .on_failure(StoreFailure::LocalFallback { processes: 20 });
     /// let pacer = Pacer::builder().shared(bucket).build();
@@ -35,23 +38,14 @@ impl SharedBucket {
     /// # }
     /// ```
     #[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
-    pub fn redis(
-        store: RedisStore,
-        name: &str,
-        rate: RequestRate,
-    ) -> Result<SharedBucket, RedisLimitError> {
-        let limiter = RedisLimiter::token_bucket(
-            store.clone(),
-            name,
-            u64::from(rate.burst()),
-            rate.requests_per_second(),
-        )?;
+    pub fn redis(store: RedisStore, name: &str, rate: Rate) -> SharedBucket {
+        let limiter = RedisLimiter::token_bucket(store.clone(), name, rate);
         let shared = RedisShared {
             limiter,
             store,
             name: name.to_owned(),
         };
-        Ok(SharedBucket::from_store(Arc::new(shared), rate))
+        SharedBucket::from_store(Arc::new(shared), rate)
     }
 }
 

@@ -10,7 +10,8 @@ use super::lease::LEASE_LIFETIME;
 use super::*;
 use crate::RateLimitInfo;
 use crate::pacing::{Pacer, PacingError, PacingMode};
-use crate::retry::Jitter;
+use crate::time::Jitter;
+use crate::time::nz;
 
 /// A token bucket in memory, standing in for Redis; it counts its calls and can be made
 /// unreachable.
@@ -153,10 +154,8 @@ async fn a_refusal_with_a_zero_wait_sleeps_a_timer_tick_instead_of_spinning() {
     assert!((99..=102).contains(&takes), "{takes} takes");
 }
 
-fn rate() -> RequestRate {
-    RequestRate::per_second(REFILL_PER_SEC as u32)
-        .unwrap()
-        .with_burst(CAPACITY as u32)
+fn rate() -> Rate {
+    Rate::per_second(nz(REFILL_PER_SEC as u32)).with_burst(nz(CAPACITY as u32))
 }
 
 fn pacer_on(store: &Arc<FakeStore>, configure: impl FnOnce(SharedBucket) -> SharedBucket) -> Pacer {
@@ -354,7 +353,7 @@ async fn waiters_dropped_anywhere_even_during_a_store_call_take_no_store_token()
     let store = Arc::new(FakeStore::default());
     // Every take travels 3 ms before the store acts on it: a drop then takes nothing there.
     *store.delay.lock().unwrap() = ms(3);
-    let local = RequestRate::per_second(1000).unwrap().with_burst(10);
+    let local = Rate::per_second(nz(1000)).with_burst(nz(10));
     let pacer = Pacer::builder()
         .rate(local)
         .shared(SharedBucket::from_store(store.clone(), rate()))

@@ -2,7 +2,8 @@
 
 use std::time::Duration;
 
-const NANOS_PER_SEC: u128 = 1_000_000_000;
+/// Nanoseconds in a second: the one definition every module converts with.
+pub(crate) const NANOS_PER_SEC: u32 = 1_000_000_000;
 
 /// `d` in nanoseconds, saturating at `u64::MAX` (about 584 years).
 pub(crate) fn duration_nanos(d: Duration) -> u64 {
@@ -11,11 +12,12 @@ pub(crate) fn duration_nanos(d: Duration) -> u64 {
 
 /// `nanos` as a `Duration`, saturating at `Duration::MAX`.
 pub(crate) fn nanos_to_duration(nanos: u128) -> Duration {
-    let Ok(secs) = u64::try_from(nanos / NANOS_PER_SEC) else {
+    let per_sec = u128::from(NANOS_PER_SEC);
+    let Ok(secs) = u64::try_from(nanos / per_sec) else {
         return Duration::MAX;
     };
     // The remainder is below 10⁹, so it always fits.
-    let subsec = u32::try_from(nanos % NANOS_PER_SEC).unwrap_or(0);
+    let subsec = u32::try_from(nanos % per_sec).unwrap_or(0);
     Duration::new(secs, subsec)
 }
 

@@ -8,7 +8,7 @@ use std::time::Duration;
 /// ```
 /// use std::sync::{Arc, Mutex};
 /// use std::time::Duration;
-/// use reqwest_polite::retry::Sleeper;
+/// use reqwest_polite::time::Sleeper;
 ///
 /// #[derive(Default, Clone)]
 /// struct Recorder(Arc<Mutex<Vec<Duration>>>);

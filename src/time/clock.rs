@@ -2,11 +2,17 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use super::time::duration_nanos;
+use super::nanos::duration_nanos;
 
 /// A monotonic time source: the time elapsed since the clock's own epoch.
 ///
-/// Limiters take one so their arithmetic can be tested exactly, with a [`ManualClock`].
+/// Which clock where:
+/// - the in-memory limiters decide without ever sleeping, so their arithmetic is tested exactly
+///   on a [`ManualClock`] (the default is [`SystemClock`]; [`UnixClock`] aligns windows with
+///   real seconds, as servers do);
+/// - the pacer and the retry layer sleep, with tokio: they read [`TokioClock`], and their tests
+///   run on tokio's paused clock (`#[tokio::test(start_paused = true)]`), which moves both the
+///   clock and the sleeps.
 pub trait Clock: Send + Sync + 'static {
     /// Time elapsed since this clock's epoch.
     fn now(&self) -> Duration;
@@ -47,7 +53,7 @@ impl Clock for SystemClock {
 /// never refund), then resume.
 ///
 /// ```
-/// use reqwest_polite::limiter::{Clock, UnixClock};
+/// use reqwest_polite::time::{Clock, UnixClock};
 ///
 /// // Well after 2001-09-09, when Unix time passed 10⁹ s.
 /// assert!(UnixClock.now().as_secs() > 1_000_000_000);
@@ -67,7 +73,7 @@ impl Clock for UnixClock {
 ///
 /// ```
 /// use std::time::Duration;
-/// use reqwest_polite::limiter::{Clock, ManualClock};
+/// use reqwest_polite::time::{Clock, ManualClock};
 ///
 /// let clock = ManualClock::new();
 /// clock.advance(Duration::from_millis(1500));
@@ -98,5 +104,51 @@ impl ManualClock {
 impl Clock for ManualClock {
     fn now(&self) -> Duration {
         Duration::from_nanos(self.nanos.load(Ordering::SeqCst))
+    }
+}
+
+/// The clock that follows tokio's, so code under `tokio::time::pause` sees the same time as the
+/// sleeps it takes. The pacer reads it; it takes no other clock, because it sleeps with tokio.
+///
+/// ```
+/// use std::time::Duration;
+/// use reqwest_polite::time::{Clock, TokioClock};
+///
+/// let clock = TokioClock::new();
+/// assert!(clock.now() < Duration::from_secs(1));
+/// let ahead = TokioClock::starting_at(Duration::from_secs(5));
+/// assert!(ahead.now() >= Duration::from_secs(5));
+/// ```
+#[derive(Debug, Clone, Copy)]
+pub struct TokioClock {
+    epoch: tokio::time::Instant,
+    start: Duration,
+}
+
+impl TokioClock {
+    /// A clock that reads zero now.
+    pub fn new() -> Self {
+        Self::starting_at(Duration::ZERO)
+    }
+
+    /// A clock that reads `start` now: one process's clock running ahead of another's, as
+    /// clocks on different machines do.
+    pub fn starting_at(start: Duration) -> Self {
+        Self {
+            epoch: tokio::time::Instant::now(),
+            start,
+        }
+    }
+}
+
+impl Default for TokioClock {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Clock for TokioClock {
+    fn now(&self) -> Duration {
+        self.start + self.epoch.elapsed()
     }
 }
