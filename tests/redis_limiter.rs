@@ -31,18 +31,19 @@ fn all_four(store: &RedisStore, window: Duration) -> Vec<RedisLimiter> {
         RedisLimiter::fixed_window(store.clone(), "fw", 3, window).unwrap(),
         RedisLimiter::sliding_window_log(store.clone(), "log", 3, window).unwrap(),
         RedisLimiter::sliding_window_counter(store.clone(), "swc", 3, window).unwrap(),
-        RedisLimiter::token_bucket(store.clone(), "tb", refill(bucket_rate(window), 3)),
+        RedisLimiter::token_bucket(store.clone(), "tb", bucket_rate(window)),
     ]
 }
 
-fn bucket_rate(window: Duration) -> f64 {
-    3.0 / window.min(DAY).as_secs_f64()
+/// 3 per `window` or per day, exactly (a rate given as a float per second is kept to 10⁻⁹
+/// per second: 3 a day would be off by 184 ms a token).
+fn bucket_rate(window: Duration) -> Rate {
+    Rate::new(nz(3), window.min(DAY)).unwrap().with_burst(nz(3))
 }
 
-/// The in-memory bucket of [`all_four`], on the exact rate (a float rate is kept to 10⁻⁹ per
-/// second in memory: 3 a day would be off by 184 ms a token).
+/// The in-memory bucket of [`all_four`], on the same rate.
 fn bucket_twin(window: Duration) -> TokenBucket {
-    TokenBucket::new(Rate::new(nz(3), window.min(DAY)).unwrap().with_burst(nz(3)))
+    TokenBucket::new(bucket_rate(window))
 }
 
 /// The Redis server time of a decision, in µs since the Unix epoch (the scripts' unit).

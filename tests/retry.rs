@@ -12,7 +12,7 @@ use reqwest_middleware::{ClientWithMiddleware, Middleware, Next};
 use reqwest_polite::PoliteClientBuilder;
 use reqwest_polite::retry::{
     Backoff, Classify, DefaultClassifier, RequestFacts, RetryBudget, RetryError, RetryMiddleware,
-    RetryOverride, RetryPolicy, RetryReason, Verdict, classify_error,
+    RetryOverride, RetryPolicy, RetryReason, Verdict,
 };
 use reqwest_polite::time::{Jitter, Sleeper};
 use support::closed_port;
@@ -581,14 +581,18 @@ async fn every_way_of_losing_the_connection_is_a_connection_error() {
         // The error exactly as reqwest (and the hyper under it) gives it, no middleware.
         let error = reqwest_middleware::Error::Reqwest(reqwest::get(&url).await.unwrap_err());
         assert_eq!(
-            classify_error(&error),
+            DefaultClassifier::reason_for_error(&error),
             Some(RetryReason::Connection),
             "{how:?}: {error:?}"
         );
     }
     let (url, _) = hang_up_server(HangUp::Garbage).await;
     let error = reqwest_middleware::Error::Reqwest(reqwest::get(&url).await.unwrap_err());
-    assert_eq!(classify_error(&error), None, "{error:?}");
+    assert_eq!(
+        DefaultClassifier::reason_for_error(&error),
+        None,
+        "{error:?}"
+    );
 }
 
 #[tokio::test]

@@ -79,9 +79,8 @@ mod structured;
 mod value;
 mod vendor;
 
-pub use render::{
-    HeaderDialect, QuotaState, render_retry_after, render_retry_after_ms, retry_after_seconds,
-};
+pub(crate) use render::retry_after_seconds;
+pub use render::{HeaderDialect, QuotaState, render_retry_after, render_retry_after_ms};
 
 /// What one response says about the server's rate limit, whatever dialect it spoke.
 ///

@@ -152,16 +152,7 @@ fn render_x_ratelimit(quotas: &[QuotaState], now: SystemTime) -> Vec<(HeaderName
 }
 
 /// Whole seconds to tell a client to wait: rounded up, so never 0 when a wait is needed.
-///
-/// ```
-/// use std::time::Duration;
-/// use reqwest_polite::headers::retry_after_seconds;
-///
-/// assert_eq!(retry_after_seconds(Duration::from_millis(1)), 1);
-/// assert_eq!(retry_after_seconds(Duration::from_secs(2)), 2);
-/// assert_eq!(retry_after_seconds(Duration::ZERO), 0);
-/// ```
-pub fn retry_after_seconds(wait: Duration) -> u64 {
+pub(crate) fn retry_after_seconds(wait: Duration) -> u64 {
     seconds_rounded_up(wait)
 }
 
@@ -245,6 +236,13 @@ fn pair(name: &'static str, value: String) -> Option<(HeaderName, HeaderValue)> 
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn retry_after_seconds_round_up_so_a_wait_is_never_zero() {
+        assert_eq!(retry_after_seconds(Duration::from_millis(1)), 1);
+        assert_eq!(retry_after_seconds(Duration::from_secs(2)), 2);
+        assert_eq!(retry_after_seconds(Duration::ZERO), 0);
+    }
+
     use super::*;
 
     fn quota(policy: &str, limit: u64, remaining: u64, reset_ms: u64, window_s: u64) -> QuotaState {

@@ -12,10 +12,10 @@ use crate::time::{DrawnWait, RequestDeadline, RequestJitter};
 /// Paces every attempt of a request: awaits a permit for the request's partition key, sends,
 /// then feeds the response's [`RateLimitInfo`] back to the [`Pacer`].
 ///
-/// Put it under the retry middleware so that retries are paced too. On a 429 it inserts a
-/// [`DrawnWait`] in the response's extensions: the pause it put on the key, drawn once with the
-/// retry layer's jitter (which the retry layer puts in the request's extensions as a
-/// [`RequestJitter`]). A refused permit becomes
+/// Put it under the retry middleware so that retries are paced too. On a 429 it tells the
+/// retry layer, through the response's extensions, the pause it put on the key, drawn once
+/// with the retry layer's jitter (which the retry layer puts in the request's extensions), so
+/// the retry waits that same draw. A refused permit becomes
 /// `reqwest_middleware::Error::Middleware` wrapping a [`PacingError`](super::PacingError).
 ///
 /// ```

@@ -62,7 +62,7 @@ impl RequestFacts {
 }
 
 /// The methods RFC 9110 defines as idempotent: GET, HEAD, OPTIONS, PUT, DELETE, TRACE.
-pub fn is_idempotent(method: &Method) -> bool {
+pub(crate) fn is_idempotent(method: &Method) -> bool {
     matches!(
         *method,
         Method::GET | Method::HEAD | Method::OPTIONS | Method::PUT | Method::DELETE | Method::TRACE
@@ -113,38 +113,14 @@ impl Classify for DefaultClassifier {
         outcome: Result<&reqwest::Response, &reqwest_middleware::Error>,
     ) -> Verdict {
         let reason = match outcome {
-            Ok(response) => classify_status(response.status()),
-            Err(error) => classify_error(error),
+            Ok(response) => DefaultClassifier::reason_for_status(response.status()),
+            Err(error) => DefaultClassifier::reason_for_error(error),
         };
         match reason {
             Some(RetryReason::RateLimited) => Verdict::Retry(RetryReason::RateLimited),
             Some(reason) if request.is_replay_safe() => Verdict::Retry(reason),
             _ => Verdict::Done,
         }
-    }
-}
-
-/// The retry reason a status stands for, if any (before looking at the method).
-pub fn classify_status(status: StatusCode) -> Option<RetryReason> {
-    match status.as_u16() {
-        429 => Some(RetryReason::RateLimited),
-        408 | 500 | 502 | 503 | 504 => Some(RetryReason::ServerError(status)),
-        _ => None,
-    }
-}
-
-/// The retry reason a transport error stands for, if any (before looking at the method).
-/// Errors raised by other middleware are never retried.
-pub fn classify_error(error: &reqwest_middleware::Error) -> Option<RetryReason> {
-    let reqwest_middleware::Error::Reqwest(error) = error else {
-        return None;
-    };
-    if error.is_timeout() {
-        Some(RetryReason::Timeout)
-    } else if error.is_connect() || is_connection_lost(error) {
-        Some(RetryReason::Connection)
-    } else {
-        None
     }
 }
 
@@ -183,4 +159,31 @@ fn is_connection_lost(error: &reqwest::Error) -> bool {
         source = cause.source();
     }
     false
+}
+
+/// The default rules, one piece at a time, for a [`Classify`] that changes only some of them.
+impl DefaultClassifier {
+    /// The retry reason a status stands for, if any (before looking at the method).
+    pub fn reason_for_status(status: StatusCode) -> Option<RetryReason> {
+        match status.as_u16() {
+            429 => Some(RetryReason::RateLimited),
+            408 | 500 | 502 | 503 | 504 => Some(RetryReason::ServerError(status)),
+            _ => None,
+        }
+    }
+
+    /// The retry reason a transport error stands for, if any (before looking at the method).
+    /// Errors raised by other middleware are never retried.
+    pub fn reason_for_error(error: &reqwest_middleware::Error) -> Option<RetryReason> {
+        let reqwest_middleware::Error::Reqwest(error) = error else {
+            return None;
+        };
+        if error.is_timeout() {
+            Some(RetryReason::Timeout)
+        } else if error.is_connect() || is_connection_lost(error) {
+            Some(RetryReason::Connection)
+        } else {
+            None
+        }
+    }
 }

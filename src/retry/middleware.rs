@@ -4,11 +4,13 @@ use http::Extensions;
 use rand::SeedableRng;
 use rand::rngs::StdRng;
 use reqwest::{Request, Response};
-use reqwest_middleware::{Middleware, Next, Result};
+use reqwest_middleware::{Error, Middleware, Next, Result};
 use tokio::time::Instant;
 
+use super::factory::Bodies;
 use super::{
-    Classify, DefaultClassifier, RequestFacts, RetryBudget, RetryError, RetryPolicy, Verdict,
+    BodyFactoryError, Classify, DefaultClassifier, RequestFacts, RetryBudget, RetryError,
+    RetryPolicy, Verdict,
 };
 use crate::headers::RateLimitInfo;
 use crate::time::{DrawnWait, RequestDeadline, RequestJitter, Sleeper, TokioSleeper};
@@ -51,8 +53,8 @@ pub enum RetryOverride {
 ///   there to stop outage storms; a request the pacer is already holding back adds no load.
 /// - When retries run out (count or [`RetryBudget`]), the last outcome is returned as it came.
 /// - A request whose body cannot be cloned (a stream) is sent once and its outcome returned
-///   untouched. To retry such bodies, build the request again for each try yourself (a
-///   closure that makes the stream), with `RetryOverride::Disabled` on each.
+///   untouched, unless it carries a [`BodyFactory`](super::BodyFactory) that makes the body
+///   anew for each retry (every other rule above still applies).
 ///
 /// ```
 /// use reqwest_polite::retry::{RetryMiddleware, RetryPolicy};
@@ -147,12 +149,17 @@ fn rng_for(policy: &RetryPolicy) -> StdRng {
 impl Middleware for RetryMiddleware {
     async fn handle(
         &self,
-        req: Request,
+        mut req: Request,
         extensions: &mut Extensions,
         next: Next<'_>,
     ) -> Result<Response> {
+        // A streamed body set aside for the first try, when a factory can make the others.
+        let mut bodies = Bodies::split(&mut req, extensions);
         let policy = match extensions.get::<RetryOverride>() {
-            Some(RetryOverride::Disabled) => return next.run(req, extensions).await,
+            Some(RetryOverride::Disabled) => {
+                bodies.fill(&mut req).map_err(Error::middleware)?;
+                return next.run(req, extensions).await;
+            }
             Some(RetryOverride::Policy(p)) => p.clone(),
             None => self.policy.clone(),
         };
@@ -173,13 +180,14 @@ impl Middleware for RetryMiddleware {
         let mut attempts: u32 = 0;
         let mut held_retries: u32 = 0;
         loop {
-            let Some(attempt) = req.try_clone() else {
+            let Some(mut attempt) = req.try_clone() else {
                 tracing::debug!(
                     method = %facts.method,
-                    "request body cannot be cloned: sent once, never retried"
+                    "request body cannot be cloned and no BodyFactory: sent once, never retried"
                 );
                 return next.run(req, extensions).await;
             };
+            bodies.fill(&mut attempt).map_err(Error::middleware)?;
             attempts += 1;
             let mut outcome = next.clone().run(attempt, extensions).await;
             let Verdict::Retry(reason) = self.classifier.classify(&facts, outcome.as_ref()) else {
@@ -271,6 +279,11 @@ impl Middleware for RetryMiddleware {
             {
                 tracing::warn!(attempts, ?status, "retry budget exhausted: not retrying");
                 return outcome;
+            }
+            if let Err(source) = bodies.prepare() {
+                tracing::warn!(attempts, ?status, "body factory failed: not retrying");
+                let error = BodyFactoryError::new(attempts, Some(outcome), source);
+                return Err(Error::middleware(error));
             }
             tracing::info!(
                 attempt = attempts,

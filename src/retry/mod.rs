@@ -4,20 +4,20 @@
 //! [`RetryMiddleware`] is a `reqwest_middleware` layer. What is retryable is decided by a
 //! [`Classify`] implementation ([`DefaultClassifier`] unless replaced); how often and how long
 //! by a [`RetryPolicy`]; how much extra load retries may add by a [`RetryBudget`]. Waits go
-//! through one [`Sleeper`](crate::time::Sleeper) hook.
+//! through one [`Sleeper`](crate::time::Sleeper) hook. A streamed body, which cannot be
+//! cloned, is retried when the request carries a [`BodyFactory`] that makes it anew.
 
 mod budget;
 mod classify;
 mod error;
+mod factory;
 
 mod middleware;
 mod policy;
 
 pub use budget::RetryBudget;
-pub use classify::{
-    Classify, DefaultClassifier, RequestFacts, RetryReason, Verdict, classify_error,
-    classify_status, is_idempotent,
-};
+pub use classify::{Classify, DefaultClassifier, RequestFacts, RetryReason, Verdict};
 pub use error::RetryError;
+pub use factory::{BodyFactory, BodyFactoryError};
 pub use middleware::{RetryMiddleware, RetryOverride};
 pub use policy::{Backoff, RetryPolicy};

@@ -6,8 +6,8 @@
 //!   together.
 //! - [`Sleeper`]: the retry layer's one hook for waiting (tests record the waits).
 //! - [`Rate`]: the crate's one rate type (pacer, bucket limiters, Redis scripts, mocks).
-//! - [`Jitter`]: how a wait is spread so that clients told the same time do not wake together;
-//!   [`DrawnWait`], [`RequestJitter`] and [`RequestDeadline`] let the layers of one stack agree
+//! - [`Jitter`]: how a wait is spread so that clients told the same time do not wake together.
+//!   Inside the crate, three request and response extensions let the layers of one stack agree
 //!   on a single draw per server wait and on one deadline.
 //!
 //! `retry`, `pacing`, `limiter` and `headers` use this module; it uses none of them.
@@ -24,7 +24,8 @@ pub use clock::{Clock, ManualClock, SystemClock, TokioClock, UnixClock};
 pub use jitter::Jitter;
 pub(crate) use rate::ExactRate;
 pub use rate::Rate;
-pub use sleep::{Sleeper, TokioSleeper};
+pub use sleep::Sleeper;
+pub(crate) use sleep::TokioSleeper;
 
 /// A wait that an inner layer of the stack has already drawn (jitter applied) for the request
 /// it answered, carried in the response's extensions.
@@ -34,27 +35,19 @@ pub use sleep::{Sleeper, TokioSleeper};
 /// above then waits exactly that, without drawing again: one draw per server wait, so the
 /// spread the jitter promises is the spread the server sees.
 ///
-/// ```
-/// use std::time::Duration;
-/// use reqwest_polite::time::DrawnWait;
-///
-/// let mut extensions = http::Extensions::new();
-/// extensions.insert(DrawnWait(Duration::from_millis(1_950)));
-/// assert_eq!(extensions.get::<DrawnWait>(), Some(&DrawnWait(Duration::from_millis(1_950))));
-/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct DrawnWait(pub Duration);
+pub(crate) struct DrawnWait(pub(crate) Duration);
 
 /// The jitter the outermost retry layer uses, carried in the request's extensions so that an
 /// inner layer drawing a wait for that request spreads it the same way.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct RequestJitter(pub Jitter);
+pub(crate) struct RequestJitter(pub(crate) Jitter);
 
 /// When the outermost retry layer gives up on the request (its policy's deadline), carried in
 /// the request's extensions so that an inner layer never waits past it: the pacer refuses a
 /// permit it could only grant later.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct RequestDeadline(pub tokio::time::Instant);
+pub(crate) struct RequestDeadline(pub(crate) tokio::time::Instant);
 
 /// `n` as a `NonZeroU32`, for the crate's unit tests (0 panics: a test's typo, not input).
 #[cfg(test)]

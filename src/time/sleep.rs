@@ -26,7 +26,7 @@ pub trait Sleeper: Send + Sync + 'static {
 
 /// Sleeps with `tokio::time::sleep` (so paused tokio time in tests applies).
 #[derive(Debug, Clone, Copy, Default)]
-pub struct TokioSleeper;
+pub(crate) struct TokioSleeper;
 
 impl Sleeper for TokioSleeper {
     fn sleep(&self, wait: Duration) -> Pin<Box<dyn Future<Output = ()> + Send>> {
