@@ -156,7 +156,7 @@ pub(crate) fn retry_after_seconds(wait: Duration) -> u64 {
     seconds_rounded_up(wait)
 }
 
-/// A `Retry-After` header of [`retry_after_seconds`]`(wait)`.
+/// A `Retry-After` header of `wait` in whole seconds, rounded up (never 0 for a wait).
 ///
 /// ```
 /// use std::time::Duration;

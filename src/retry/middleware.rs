@@ -46,7 +46,7 @@ pub enum RetryOverride {
 /// - A server wait above the cap, or a wait that would end past the deadline, is not slept: the
 ///   caller gets a [`RetryError`] at once, carrying the server's wait and the response.
 /// - A 429 that the pacing layer below answered by pausing the key (it marks the response with
-///   a [`DrawnWait`]) is the request waiting its turn, not a failure: the retry waits exactly
+///   with the pause it drew) is the request waiting its turn, not a failure: the retry waits exactly
 ///   that drawn pause (one draw per server wait, however many layers), and neither counts it
 ///   against `max_retries` nor draws from the budget, up to
 ///   [`max_held_retries`](RetryPolicy::with_max_held_retries) such retries. The budget is
