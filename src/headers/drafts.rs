@@ -47,13 +47,8 @@ fn draft07(headers: &HeaderMap, stated: &mut Vec<NumericPolicy>) -> Option<Quota
     let limit = member("limit").and_then(count);
     let remaining = member("remaining").and_then(count);
     let reset = member("reset").and_then(seconds);
-    if limit.is_none() && remaining.is_none() && reset.is_none() {
-        return None;
-    }
-    let mut policy = QuotaPolicy::new(PolicySource::Draft07, QuotaUnit::Requests);
-    policy.quota = limit;
-    policy.remaining = remaining;
-    policy.reset = reset;
+    let source = PolicySource::Draft07;
+    let mut policy = QuotaPolicy::counted(source, QuotaUnit::Requests, limit, remaining, reset)?;
     policy.window = limit.and_then(|quota| take_window(stated, quota));
     Some(policy)
 }
@@ -79,16 +74,11 @@ fn draft06(headers: &HeaderMap, stated: &mut Vec<NumericPolicy>) -> Option<Quota
     };
     let remaining = first_text(headers, "ratelimit-remaining").and_then(parse_count);
     let reset = first_text(headers, "ratelimit-reset").and_then(parse_seconds);
-    if limit.is_none() && remaining.is_none() && reset.is_none() {
-        return None;
-    }
+    let source = PolicySource::Draft06;
+    let mut policy = QuotaPolicy::counted(source, QuotaUnit::Requests, limit, remaining, reset)?;
     if let Some(quota) = limit {
         window = take_window(stated, quota).or(window);
     }
-    let mut policy = QuotaPolicy::new(PolicySource::Draft06, QuotaUnit::Requests);
-    policy.quota = limit;
-    policy.remaining = remaining;
-    policy.reset = reset;
     policy.window = window;
     Some(policy)
 }
@@ -124,14 +114,7 @@ fn take_window(stated: &mut Vec<NumericPolicy>, quota: u64) -> Option<Duration> 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn headers(pairs: &[(&'static str, &'static str)]) -> HeaderMap {
-        let mut headers = HeaderMap::new();
-        for (name, value) in pairs {
-            headers.append(*name, value.parse().unwrap());
-        }
-        headers
-    }
+    use crate::headers::test_headers as headers;
 
     #[test]
     fn draft07_dictionary_takes_its_window_from_the_policy() {

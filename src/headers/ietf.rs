@@ -101,14 +101,7 @@ fn current_state(params: &Parameters) -> Option<(u64, Option<Duration>)> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn headers(pairs: &[(&'static str, &'static str)]) -> HeaderMap {
-        let mut headers = HeaderMap::new();
-        for (name, value) in pairs {
-            headers.append(*name, value.parse().unwrap());
-        }
-        headers
-    }
+    use crate::headers::test_headers as headers;
 
     #[test]
     fn merges_state_into_policies_by_name() {

@@ -37,29 +37,21 @@ fn policy(headers: &HeaderMap, prefix: &str, clock: &ReceiptClock) -> Option<Quo
             seconds
         }
     });
-    if limit.is_none() && remaining.is_none() && reset.is_none() {
-        return None;
-    }
-    let mut policy = QuotaPolicy::new(PolicySource::XRateLimit, QuotaUnit::Requests);
-    policy.quota = limit;
-    policy.remaining = remaining;
-    policy.reset = reset;
-    Some(policy)
+    QuotaPolicy::counted(
+        PolicySource::XRateLimit,
+        QuotaUnit::Requests,
+        limit,
+        remaining,
+        reset,
+    )
 }
 
 #[cfg(test)]
 mod tests {
-    use std::time::UNIX_EPOCH;
-
     use super::*;
 
     fn parse(pairs: &[(&'static str, &'static str)], now_secs: u64) -> Vec<QuotaPolicy> {
-        let mut headers = HeaderMap::new();
-        for (name, value) in pairs {
-            headers.append(*name, value.parse().unwrap());
-        }
-        let clock = ReceiptClock::new(&headers, UNIX_EPOCH + Duration::from_secs(now_secs));
-        policies(&headers, &clock)
+        crate::headers::test_policies(pairs, now_secs, policies)
     }
 
     #[test]

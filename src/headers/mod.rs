@@ -138,6 +138,49 @@ impl QuotaPolicy {
             has_partition_key: false,
         }
     }
+
+    /// The policy of a dialect's count fields (limit, remaining, reset), or `None` when the
+    /// response stated none of them.
+    fn counted(
+        source: PolicySource,
+        quota_unit: QuotaUnit,
+        quota: Option<u64>,
+        remaining: Option<u64>,
+        reset: Option<Duration>,
+    ) -> Option<Self> {
+        if quota.is_none() && remaining.is_none() && reset.is_none() {
+            return None;
+        }
+        Some(Self {
+            quota,
+            remaining,
+            reset,
+            ..Self::new(source, quota_unit)
+        })
+    }
+}
+
+/// A header map of `pairs`, in order (a name may repeat), for the dialects' unit tests.
+#[cfg(test)]
+fn test_headers(pairs: &[(&'static str, &'static str)]) -> http::HeaderMap {
+    let mut headers = http::HeaderMap::new();
+    for (name, value) in pairs {
+        headers.append(*name, value.parse().unwrap());
+    }
+    headers
+}
+
+/// What `read` (a dialect's `policies`) finds in `pairs`, received at `now_secs` after the
+/// Unix epoch, for the dialects' unit tests.
+#[cfg(test)]
+fn test_policies(
+    pairs: &[(&'static str, &'static str)],
+    now_secs: u64,
+    read: fn(&http::HeaderMap, &receipt::ReceiptClock) -> Vec<QuotaPolicy>,
+) -> Vec<QuotaPolicy> {
+    let headers = test_headers(pairs);
+    let now = SystemTime::UNIX_EPOCH + Duration::from_secs(now_secs);
+    read(&headers, &receipt::ReceiptClock::new(&headers, now))
 }
 
 /// What a quota counts.

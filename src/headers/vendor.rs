@@ -66,30 +66,17 @@ fn build(
 ) -> Option<QuotaPolicy> {
     let limit = limit.and_then(parse_count);
     let remaining = remaining.and_then(parse_count);
-    if limit.is_none() && remaining.is_none() && reset.is_none() {
-        return None;
-    }
-    let mut policy = QuotaPolicy::new(source, unit);
+    let mut policy = QuotaPolicy::counted(source, unit, limit, remaining, reset)?;
     policy.name = Some(kind.to_owned());
-    policy.quota = limit;
-    policy.remaining = remaining;
-    policy.reset = reset;
     Some(policy)
 }
 
 #[cfg(test)]
 mod tests {
-    use std::time::UNIX_EPOCH;
-
     use super::*;
 
     fn parse(pairs: &[(&'static str, &'static str)], now_secs: u64) -> Vec<QuotaPolicy> {
-        let mut headers = HeaderMap::new();
-        for (name, value) in pairs {
-            headers.append(*name, value.parse().unwrap());
-        }
-        let clock = ReceiptClock::new(&headers, UNIX_EPOCH + Duration::from_secs(now_secs));
-        policies(&headers, &clock)
+        crate::headers::test_policies(pairs, now_secs, policies)
     }
 
     #[test]

@@ -38,8 +38,9 @@ pub struct ServerDecision {
     pub server_time: SystemTime,
 }
 
+/// Which script a limit runs.
 #[derive(Debug, Clone, Copy, PartialEq)]
-enum Algorithm {
+pub(crate) enum Algorithm {
     FixedWindow,
     SlidingWindowLog,
     SlidingWindowCounter,
@@ -56,30 +57,6 @@ pub(crate) struct LimitSpec {
 }
 
 impl LimitSpec {
-    pub(crate) fn fixed_window(
-        name: String,
-        limit: u64,
-        window: Duration,
-    ) -> Result<Self, RedisLimitError> {
-        Self::windowed(name, Algorithm::FixedWindow, limit, window)
-    }
-
-    pub(crate) fn sliding_window_log(
-        name: String,
-        limit: u64,
-        window: Duration,
-    ) -> Result<Self, RedisLimitError> {
-        Self::windowed(name, Algorithm::SlidingWindowLog, limit, window)
-    }
-
-    pub(crate) fn sliding_window_counter(
-        name: String,
-        limit: u64,
-        window: Duration,
-    ) -> Result<Self, RedisLimitError> {
-        Self::windowed(name, Algorithm::SlidingWindowCounter, limit, window)
-    }
-
     pub(crate) fn token_bucket(name: String, refill: Rate) -> Self {
         let capacity = u64::from(refill.burst().get());
         let refill_per_sec = refill.units_per_second();
@@ -93,7 +70,8 @@ impl LimitSpec {
         }
     }
 
-    fn windowed(
+    /// `limit` units per `window` with one of the three windowed scripts.
+    pub(crate) fn windowed(
         name: String,
         algorithm: Algorithm,
         limit: u64,
@@ -285,20 +263,28 @@ mod tests {
         Value::BulkString(text.as_bytes().to_vec())
     }
 
+    /// A script reply: allowed, remaining, then reset, retry_after, seconds and µs as text.
+    fn reply(allowed: i64, remaining: i64, texts: [&str; 4]) -> Value {
+        let mut items = vec![Value::Int(allowed), Value::Int(remaining)];
+        items.extend(texts.map(bulk));
+        Value::Array(items)
+    }
+
+    fn windowed(
+        algorithm: Algorithm,
+        limit: u64,
+        window: Duration,
+    ) -> Result<LimitSpec, RedisLimitError> {
+        LimitSpec::windowed("api".into(), algorithm, limit, window)
+    }
+
     fn spec() -> LimitSpec {
-        LimitSpec::fixed_window("api".into(), 10, Duration::from_secs(1)).unwrap()
+        windowed(Algorithm::FixedWindow, 10, Duration::from_secs(1)).unwrap()
     }
 
     #[test]
     fn a_reply_becomes_a_decision_with_the_server_time() {
-        let reply = Value::Array(vec![
-            Value::Int(0),
-            Value::Int(0),
-            bulk("250000.500"),
-            bulk("1000.001"),
-            bulk("1700000000"),
-            bulk("42"),
-        ]);
+        let reply = reply(0, 0, ["250000.500", "1000.001", "1700000000", "42"]);
         let got = spec().parse_reply(&reply).unwrap();
         assert_eq!(
             got.decision,
@@ -330,14 +316,7 @@ mod tests {
                 bulk("1"),
                 bulk("2"),
             ]),
-            Value::Array(vec![
-                Value::Int(1),
-                Value::Int(0),
-                bulk("nan"),
-                bulk(""),
-                bulk("1"),
-                bulk("2"),
-            ]),
+            reply(1, 0, ["nan", "", "1", "2"]),
             Value::Array(vec![
                 Value::Int(1),
                 Value::Int(0),
@@ -358,14 +337,7 @@ mod tests {
 
     #[test]
     fn infinite_or_negative_waits_saturate() {
-        let reply = Value::Array(vec![
-            Value::Int(0),
-            Value::Int(-3),
-            bulk("inf"),
-            bulk("-5"),
-            bulk("1"),
-            bulk("2"),
-        ]);
+        let reply = reply(0, -3, ["inf", "-5", "1", "2"]);
         let got = spec().parse_reply(&reply).unwrap().decision;
         assert_eq!(got.remaining, 0);
         assert_eq!(got.reset, Duration::from_nanos(u64::MAX));
@@ -387,21 +359,18 @@ mod tests {
     #[test]
     fn unusable_windows_are_rejected() {
         // (A bucket's rate cannot be unusable: `Rate` has no zero, negative or NaN value.)
-        assert!(LimitSpec::sliding_window_log("l".into(), 1, Duration::ZERO).is_err());
-        assert!(LimitSpec::fixed_window("f".into(), 0, Duration::from_secs(1)).is_err());
+        assert!(windowed(Algorithm::SlidingWindowLog, 1, Duration::ZERO).is_err());
+        assert!(windowed(Algorithm::FixedWindow, 0, Duration::from_secs(1)).is_err());
     }
 
     #[test]
     fn long_waits_keep_every_nanosecond() {
         // a century's reset, beyond 2^53 ns, where µs × 1000 in f64 loses the last digits
-        let reply = Value::Array(vec![
-            Value::Int(0),
-            Value::Int(0),
-            bulk("1357550994918398.000"),
-            bulk("3153600000000000.0015"),
-            bulk("1"),
-            bulk("2"),
-        ]);
+        let reply = reply(
+            0,
+            0,
+            ["1357550994918398.000", "3153600000000000.0015", "1", "2"],
+        );
         let got = spec().parse_reply(&reply).unwrap().decision;
         assert_eq!(got.reset, Duration::from_micros(1_357_550_994_918_398));
         assert_eq!(

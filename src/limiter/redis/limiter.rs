@@ -3,7 +3,7 @@ use std::time::Duration;
 
 use redis::Value;
 
-use super::algorithm::{LimitSpec, ServerDecision};
+use super::algorithm::{Algorithm, LimitSpec, ServerDecision};
 use super::{BlockingRedisStore, RedisLimitError, RedisStore};
 use crate::limiter::Decision;
 use crate::time::Rate;
@@ -63,10 +63,8 @@ impl<S> RedisLimiter<S> {
         limit: u64,
         window: Duration,
     ) -> Result<Self, RedisLimitError> {
-        Ok(Self::new(
-            store,
-            LimitSpec::fixed_window(name.into(), limit, window)?,
-        ))
+        let spec = LimitSpec::windowed(name.into(), Algorithm::FixedWindow, limit, window)?;
+        Ok(Self::new(store, spec))
     }
 
     /// At most `limit` units within any `window`, exactly (one sorted-set entry per unit).
@@ -77,10 +75,8 @@ impl<S> RedisLimiter<S> {
         limit: u64,
         window: Duration,
     ) -> Result<Self, RedisLimitError> {
-        Ok(Self::new(
-            store,
-            LimitSpec::sliding_window_log(name.into(), limit, window)?,
-        ))
+        let spec = LimitSpec::windowed(name.into(), Algorithm::SlidingWindowLog, limit, window)?;
+        Ok(Self::new(store, spec))
     }
 
     /// About `limit` units per sliding `window`, estimated from two fixed-window counts.
@@ -91,10 +87,9 @@ impl<S> RedisLimiter<S> {
         limit: u64,
         window: Duration,
     ) -> Result<Self, RedisLimitError> {
-        Ok(Self::new(
-            store,
-            LimitSpec::sliding_window_counter(name.into(), limit, window)?,
-        ))
+        let spec =
+            LimitSpec::windowed(name.into(), Algorithm::SlidingWindowCounter, limit, window)?;
+        Ok(Self::new(store, spec))
     }
 
     /// A bucket of `refill.burst()` tokens refilled at `refill`, starting full (every [`Rate`]
