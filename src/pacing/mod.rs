@@ -103,6 +103,8 @@ mod middleware;
 mod pacer;
 mod permit;
 mod shared;
+#[cfg(test)]
+mod test_waiters;
 
 pub use config::{BucketScope, PacingMode};
 pub use error::PacingError;

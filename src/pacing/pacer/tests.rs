@@ -2,6 +2,7 @@
 
 use super::*;
 use crate::RateLimitInfo;
+use crate::pacing::test_waiters::abandon_a_thousand_waiters;
 use crate::time::nz;
 use http::StatusCode;
 
@@ -66,29 +67,7 @@ async fn dropped_waiters_take_no_tokens() {
     for _ in 0..5 {
         drop(pacer.acquire("k", 1).await.unwrap());
     }
-    let started = Arc::new(AtomicU64::new(0));
-    let waiters: Vec<_> = (0..1000)
-        .map(|_| {
-            let pacer = pacer.clone();
-            let started = started.clone();
-            tokio::spawn(async move {
-                started.fetch_add(1, Ordering::SeqCst);
-                pacer.acquire("k", 1).await.map(drop)
-            })
-        })
-        .collect();
-    tokio::time::sleep(ms(1)).await;
-    assert_eq!(
-        started.load(Ordering::SeqCst),
-        1000,
-        "every waiter is asleep"
-    );
-    for waiter in &waiters {
-        waiter.abort();
-    }
-    for waiter in waiters {
-        assert!(waiter.await.unwrap_err().is_cancelled());
-    }
+    abandon_a_thousand_waiters(&pacer, ms(1)).await;
     // Half a second more refills all five tokens, exactly as if nobody had waited.
     tokio::time::sleep(ms(500)).await;
     for _ in 0..5 {

@@ -9,6 +9,7 @@ use super::health::PROBE_EVERY;
 use super::lease::LEASE_LIFETIME;
 use super::*;
 use crate::RateLimitInfo;
+use crate::pacing::test_waiters::abandon_a_thousand_waiters;
 use crate::pacing::{Pacer, PacingError, PacingMode};
 use crate::time::Jitter;
 use crate::time::nz;
@@ -315,28 +316,7 @@ async fn dropped_waiters_leave_the_store_tokens_as_they_were() {
     for _ in 0..10 {
         drop(pacer.acquire("k", 1).await.unwrap());
     }
-    let started = Arc::new(AtomicU64::new(0));
-    let waiters: Vec<_> = (0..1000)
-        .map(|_| {
-            let (pacer, started) = (pacer.clone(), started.clone());
-            tokio::spawn(async move {
-                started.fetch_add(1, Ordering::SeqCst);
-                pacer.acquire("k", 1).await.map(drop)
-            })
-        })
-        .collect();
-    tokio::time::sleep(Duration::from_micros(1)).await;
-    assert_eq!(
-        started.load(Ordering::SeqCst),
-        1000,
-        "every waiter is asleep"
-    );
-    for waiter in &waiters {
-        waiter.abort();
-    }
-    for waiter in waiters {
-        assert!(waiter.await.unwrap_err().is_cancelled());
-    }
+    abandon_a_thousand_waiters(&pacer, Duration::from_micros(1)).await;
     tokio::time::sleep(ms(100)).await;
     assert_eq!(store.takes.load(Ordering::SeqCst), 10);
     assert!(
