@@ -39,7 +39,10 @@ pub fn client() -> ClientWithMiddleware {
 pub struct PoliteClientBuilder {
     client: Option<reqwest::Client>,
     retry: Option<RetryMiddleware>,
-    pacing: Option<PacingMiddleware>,
+    /// The pacing layer as configured (pacer, partition), kept while pacing is off so that the
+    /// order of `no_pacing` and `partition` does not matter.
+    pacing: PacingMiddleware,
+    paced: bool,
     inner: Vec<Arc<dyn Middleware>>,
 }
 
@@ -47,7 +50,7 @@ impl std::fmt::Debug for PoliteClientBuilder {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("PoliteClientBuilder")
             .field("retry", &self.retry)
-            .field("pacing", &self.pacing)
+            .field("pacing", &self.paced.then_some(&self.pacing))
             .field("inner_layers", &self.inner.len())
             .finish_non_exhaustive()
     }
@@ -66,7 +69,8 @@ impl PoliteClientBuilder {
         PoliteClientBuilder {
             client: None,
             retry: Some(RetryMiddleware::new(RetryPolicy::new())),
-            pacing: Some(PacingMiddleware::new(Pacer::builder().build())),
+            pacing: PacingMiddleware::new(Pacer::builder().build()),
+            paced: true,
             inner: Vec::new(),
         }
     }
@@ -95,29 +99,26 @@ impl PoliteClientBuilder {
     }
 
     /// Paces with `pacer` (a configured rate, a Redis-shared bucket, a mode), keeping the
-    /// partition already set (per host by default).
+    /// partition already set (per host by default). Turns pacing on if `no_pacing` had turned it
+    /// off: giving a pacer asks for one.
     pub fn pacer(mut self, pacer: Pacer) -> Self {
-        self.pacing = Some(match self.pacing.take() {
-            Some(current) => current.with_pacer(pacer),
-            None => PacingMiddleware::new(pacer),
-        });
+        self.pacing = self.pacing.with_pacer(pacer);
+        self.paced = true;
         self
     }
 
     /// Gives each request its quota by `partition` (tenant + API key + route…) instead of by
-    /// host. Turns pacing back on with the default pacer if it was off.
+    /// host. It does not turn pacing on: after `no_pacing` (before or after this call) there
+    /// is no pacing to partition.
     pub fn partition(mut self, partition: impl PartitionKey) -> Self {
-        let pacing = self
-            .pacing
-            .take()
-            .unwrap_or_else(|| PacingMiddleware::new(Pacer::builder().build()));
-        self.pacing = Some(pacing.with_partition(partition));
+        self.pacing = self.pacing.with_partition(partition);
         self
     }
 
-    /// No pacing: requests go as fast as they are sent (only the retry layer waits).
+    /// No pacing: requests go as fast as they are sent (only the retry layer waits), whatever
+    /// `partition` says. A later `pacer` turns pacing on again.
     pub fn no_pacing(mut self) -> Self {
-        self.pacing = None;
+        self.paced = false;
         self
     }
 
@@ -134,12 +135,50 @@ impl PoliteClientBuilder {
         if let Some(retry) = self.retry {
             builder = builder.with(retry);
         }
-        if let Some(pacing) = self.pacing {
-            builder = builder.with(pacing);
+        if self.paced {
+            builder = builder.with(self.pacing);
         }
         for middleware in self.inner {
             builder = builder.with_arc(middleware);
         }
         builder.build()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pacing::PerHost;
+    use wiremock::{Mock, MockServer, ResponseTemplate, matchers::any};
+
+    /// Sends two requests to a server that asks for an hour's pause, without retries, and says
+    /// how many reached it: 2 when nothing paces, 1 when the pacer holds the host closed.
+    async fn requests_that_reach_a_pausing_server(builder: PoliteClientBuilder) -> usize {
+        let server = MockServer::start().await;
+        Mock::given(any())
+            .respond_with(ResponseTemplate::new(429).insert_header("retry-after", "3600"))
+            .mount(&server)
+            .await;
+        let client = builder.no_retry().build();
+        for _ in 0..2 {
+            let _ = client.get(server.uri()).send().await;
+        }
+        server.received_requests().await.unwrap_or_default().len()
+    }
+
+    #[tokio::test]
+    async fn no_pacing_wins_whatever_the_order_of_partition() {
+        let before = PoliteClientBuilder::new().no_pacing().partition(PerHost);
+        let after = PoliteClientBuilder::new().partition(PerHost).no_pacing();
+        assert_eq!(requests_that_reach_a_pausing_server(before).await, 2);
+        assert_eq!(requests_that_reach_a_pausing_server(after).await, 2);
+        // The control: paced, the second request is refused before it leaves.
+        let paced = PoliteClientBuilder::new().partition(PerHost);
+        assert_eq!(requests_that_reach_a_pausing_server(paced).await, 1);
+        // A pacer given after `no_pacing` asks for pacing again.
+        let again = PoliteClientBuilder::new()
+            .no_pacing()
+            .pacer(Pacer::builder().build());
+        assert_eq!(requests_that_reach_a_pausing_server(again).await, 1);
     }
 }
