@@ -10,7 +10,7 @@ use reqwest_polite::RateLimitInfo;
 use reqwest_polite::headers::HeaderDialect;
 use reqwest_polite::limiter::redis::{BlockingRedisLimiter, BlockingRedisStore, RedisOptions};
 use reqwest_polite::limiter::{FixedWindow, TokenBucket};
-use reqwest_polite::mock::{Layer, MockConfigError, Partition, RateLimitedApi, Verdict};
+use reqwest_polite::mock::{Layer, MockConfigError, Partition, RateLimitedApi, Answer};
 use reqwest_polite::time::{ManualClock, Rate};
 use support::nz;
 use support::{CENTURY, RedisServer};
@@ -44,7 +44,7 @@ async fn concurrent_requests_get_exactly_the_quota() {
     let mut remaining: Vec<u64> = api
         .log()
         .iter()
-        .filter(|r| r.verdict == Verdict::Admitted)
+        .filter(|r| r.answer == Answer::Admitted)
         .map(|r| r.decision.unwrap().remaining)
         .collect();
     remaining.sort_unstable();
@@ -218,7 +218,7 @@ async fn a_request_no_layer_applies_to_is_admitted_without_quota_headers() {
     assert_eq!(response.status(), 200);
     assert!(!response.headers().contains_key("ratelimit"));
     let logged = api.log().pop().unwrap();
-    assert_eq!(logged.verdict, Verdict::Admitted);
+    assert_eq!(logged.answer, Answer::Admitted);
     assert_eq!(
         (logged.layer, logged.key, logged.decision),
         (None, None, None)

@@ -13,7 +13,7 @@ use reqwest_polite::RateLimitInfo;
 use reqwest_polite::headers::HeaderDialect;
 use reqwest_polite::limiter::redis::{BlockingRedisLimiter, BlockingRedisStore, RedisOptions};
 use reqwest_polite::limiter::{Decision, FixedWindow, RateLimiter};
-use reqwest_polite::mock::{Layer, Partition, RateLimitedApi, RateLimitedServer, Verdict};
+use reqwest_polite::mock::{Layer, Partition, RateLimitedApi, RateLimitedServer, Answer};
 use reqwest_polite::time::ManualClock;
 use support::{CENTURY, RedisServer};
 
@@ -196,7 +196,7 @@ async fn without_dialects_a_429_still_carries_retry_after() {
 }
 
 #[tokio::test]
-async fn the_log_records_each_request_and_its_verdict() {
+async fn the_log_records_each_request_and_its_answer() {
     let (api, clock) = global_api(2, &[HeaderDialect::Ietf]).await;
     let client = client();
     let started = (Instant::now(), SystemTime::now());
@@ -213,14 +213,14 @@ async fn the_log_records_each_request_and_its_verdict() {
     assert_eq!(statuses, [200, 200, 429, 200]);
 
     let log = api.log();
-    let verdicts: Vec<Verdict> = log.iter().map(|r| r.verdict).collect();
+    let answers: Vec<Answer> = log.iter().map(|r| r.answer).collect();
     assert_eq!(
-        verdicts,
+        answers,
         [
-            Verdict::Admitted,
-            Verdict::Admitted,
-            Verdict::Rejected,
-            Verdict::Admitted
+            Answer::Admitted,
+            Answer::Admitted,
+            Answer::Rejected,
+            Answer::Admitted
         ]
     );
     let logged_statuses: Vec<u16> = log.iter().map(|r| r.status).collect();
@@ -327,7 +327,7 @@ async fn assert_unavailable(api: &RateLimitedServer) {
         "{message}"
     );
     let logged = api.log().pop().unwrap();
-    assert_eq!(logged.verdict, Verdict::Unavailable);
+    assert_eq!(logged.answer, Answer::Unavailable);
     assert_eq!(logged.status, 503);
     assert_eq!(logged.layer.as_deref(), Some("per-api-key"));
     assert_eq!(logged.key.as_deref(), Some("k"));

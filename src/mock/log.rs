@@ -5,10 +5,11 @@ use http::Method;
 
 use crate::limiter::Decision;
 
-/// What a rate-limited mock did with one request.
+/// What a rate-limited mock answered one request (named apart from the client's
+/// [`retry::Verdict`](crate::retry::Verdict), which decides whether to retry).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
-pub enum Verdict {
+pub enum Answer {
     /// Every layer that applies admitted it (or none applies): the admitted response was sent.
     Admitted,
     /// A layer's quota was spent: 429 with `Retry-After`.
@@ -35,7 +36,7 @@ pub struct LoggedRequest {
     /// That layer's partition key, as given in the request (an API key in clear, say).
     pub key: Option<String>,
     /// What was done.
-    pub verdict: Verdict,
+    pub answer: Answer,
     /// The status sent.
     pub status: u16,
     /// That layer's decision (`None` when no layer applies, or its store failed).
@@ -47,7 +48,7 @@ pub struct LoggedRequest {
 ///
 /// ```
 /// use std::time::Duration;
-/// use reqwest_polite::mock::{RateLimitedApi, Verdict};
+/// use reqwest_polite::mock::{RateLimitedApi, Answer};
 ///
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -62,8 +63,8 @@ pub struct LoggedRequest {
 ///
 /// // Assert
 /// let log = api.log();
-/// let verdicts: Vec<Verdict> = log.iter().map(|r| r.verdict).collect();
-/// assert_eq!(verdicts, [Verdict::Admitted, Verdict::Rejected, Verdict::Rejected]);
+/// let answers: Vec<Answer> = log.iter().map(|r| r.answer).collect();
+/// assert_eq!(answers, [Answer::Admitted, Answer::Rejected, Answer::Rejected]);
 /// assert_eq!(log[1].status, 429);
 /// assert_eq!(log[1].key.as_deref(), Some("global"));
 /// assert_eq!((api.admitted(), api.rejected()), (1, 2));
@@ -88,22 +89,22 @@ impl RequestLog {
 
     /// How many requests were admitted.
     pub fn admitted(&self) -> usize {
-        self.count(Verdict::Admitted)
+        self.count(Answer::Admitted)
     }
 
     /// How many requests were rejected with 429.
     pub fn rejected(&self) -> usize {
-        self.count(Verdict::Rejected)
+        self.count(Answer::Rejected)
     }
 
     /// How many requests got 503 because a layer's store failed.
     pub fn unavailable(&self) -> usize {
-        self.count(Verdict::Unavailable)
+        self.count(Answer::Unavailable)
     }
 
-    /// How many requests got `verdict`.
-    pub fn count(&self, verdict: Verdict) -> usize {
-        self.lock().iter().filter(|r| r.verdict == verdict).count()
+    /// How many requests got `answer`.
+    pub fn count(&self, answer: Answer) -> usize {
+        self.lock().iter().filter(|r| r.answer == answer).count()
     }
 
     /// Forgets every entry (between phases of a test, say).

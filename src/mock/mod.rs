@@ -47,7 +47,7 @@
 //!
 //! Every request is logged ([`RequestLog`], [`LoggedRequest`]) with its arrival time (both
 //! `Instant` and `SystemTime`), method, path, the stated layer, its partition key, the
-//! [`Verdict`], the status and the layer's decision. Partition keys are logged **as given**
+//! [`Answer`], the status and the layer's decision. Partition keys are logged **as given**
 //! (an API key in clear): the mock is for tests, and tests want to read them back. A Redis
 //! layer still hashes them before they reach Redis.
 //!
@@ -57,7 +57,7 @@
 //! use std::time::Duration;
 //! use reqwest::Method;
 //! use reqwest_polite::RateLimitInfo;
-//! use reqwest_polite::mock::{Layer, RateLimitedApi, Verdict};
+//! use reqwest_polite::mock::{Layer, RateLimitedApi, Answer};
 //!
 //! # #[tokio::main(flavor = "current_thread")]
 //! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -96,7 +96,7 @@
 //! assert_eq!(body["retry_after"], wait);
 //!
 //! let log = api.log();
-//! assert_eq!(log[2].verdict, Verdict::Rejected);
+//! assert_eq!(log[2].answer, Answer::Rejected);
 //! assert_eq!(log[2].layer.as_deref(), Some("per-route"));
 //! assert_eq!(log[2].key.as_deref(), Some("POST /orders"));
 //! # Ok(())
@@ -113,6 +113,6 @@ mod responder;
 pub use api::{RateLimitedApi, RateLimitedServer};
 pub use error::MockConfigError;
 pub use layer::Layer;
-pub use log::{LoggedRequest, RequestLog, Verdict};
+pub use log::{LoggedRequest, RequestLog, Answer};
 pub use partition::{ANONYMOUS_KEY, Partition};
 pub use responder::RateLimitResponder;

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant, SystemTime};
 use wiremock::{Request, Respond, ResponseTemplate};
 
 use super::layer::{LayerError, LayerOutcome};
-use super::{Layer, LoggedRequest, RequestLog, Verdict};
+use super::{Layer, LoggedRequest, RequestLog, Answer};
 use crate::headers::{HeaderDialect, QuotaState, render_retry_after_ms, retry_after_seconds};
 use crate::limiter::Decision;
 
@@ -131,7 +131,7 @@ impl RateLimitResponder {
             path: request.url.path().to_owned(),
             layer: entry.layer,
             key: entry.key,
-            verdict: entry.verdict,
+            answer: entry.answer,
             status: entry.status,
             decision: entry.decision,
         });
@@ -239,18 +239,18 @@ impl Respond for RateLimitResponder {
                         self.quota_headers(&stated, &decided, at_system, self.admitted());
                     (
                         response,
-                        Entry::of(&stated, Verdict::Admitted, ADMITTED_STATUS),
+                        Entry::of(&stated, Answer::Admitted, ADMITTED_STATUS),
                     )
                 }
                 // No layer applies: nothing to state.
                 None => (
                     self.admitted(),
-                    Entry::bare(Verdict::Admitted, ADMITTED_STATUS),
+                    Entry::bare(Answer::Admitted, ADMITTED_STATUS),
                 ),
             },
             Outcome::Rejected { by, before } => {
                 let response = self.too_many_requests(&by, &before, at_system);
-                (response, Entry::of(&by, Verdict::Rejected, 429))
+                (response, Entry::of(&by, Answer::Rejected, 429))
             }
             Outcome::Failed { layer, key, error } => {
                 tracing::warn!(
@@ -264,7 +264,7 @@ impl Respond for RateLimitResponder {
                     layer: Some(layer.name().to_owned()),
                     key: Some(key),
                     decision: None,
-                    ..Entry::bare(Verdict::Unavailable, 503)
+                    ..Entry::bare(Answer::Unavailable, 503)
                 };
                 (response, entry)
             }
@@ -278,27 +278,27 @@ struct Entry {
     layer: Option<String>,
     key: Option<String>,
     decision: Option<Decision>,
-    verdict: Verdict,
+    answer: Answer,
     status: u16,
 }
 
 impl Entry {
-    fn bare(verdict: Verdict, status: u16) -> Self {
+    fn bare(answer: Answer, status: u16) -> Self {
         Self {
             layer: None,
             key: None,
             decision: None,
-            verdict,
+            answer,
             status,
         }
     }
 
-    fn of(decided: &Decided<'_>, verdict: Verdict, status: u16) -> Self {
+    fn of(decided: &Decided<'_>, answer: Answer, status: u16) -> Self {
         Self {
             layer: Some(decided.layer.name().to_owned()),
             key: Some(decided.key.clone()),
             decision: Some(decided.decision),
-            verdict,
+            answer,
             status,
         }
     }

@@ -15,7 +15,7 @@ pub enum RetryError {
         "server answered {status} and asked to wait {server_wait:?}, above the cap of {cap:?}; \
          gave up after {attempts} attempt(s)"
     )]
-    WaitTooLong {
+    ServerWaitTooLong {
         /// The status of the last response.
         status: StatusCode,
         /// The wait the server asked for (before jitter).
@@ -54,7 +54,7 @@ impl RetryError {
     /// Attempts made, the first one included.
     pub fn attempts(&self) -> u32 {
         match self {
-            RetryError::WaitTooLong { attempts, .. }
+            RetryError::ServerWaitTooLong { attempts, .. }
             | RetryError::DeadlineExceeded { attempts, .. } => *attempts,
         }
     }
@@ -62,7 +62,7 @@ impl RetryError {
     /// The wait the server asked for, if it said one.
     pub fn server_wait(&self) -> Option<Duration> {
         match self {
-            RetryError::WaitTooLong { server_wait, .. } => Some(*server_wait),
+            RetryError::ServerWaitTooLong { server_wait, .. } => Some(*server_wait),
             RetryError::DeadlineExceeded { server_wait, .. } => *server_wait,
         }
     }
@@ -70,7 +70,7 @@ impl RetryError {
     /// The status of the last response.
     pub fn status(&self) -> StatusCode {
         match self {
-            RetryError::WaitTooLong { status, .. }
+            RetryError::ServerWaitTooLong { status, .. }
             | RetryError::DeadlineExceeded { status, .. } => *status,
         }
     }
@@ -78,7 +78,7 @@ impl RetryError {
     /// The last response, as the server sent it (borrowed).
     pub fn response(&self) -> &reqwest::Response {
         match self {
-            RetryError::WaitTooLong { response, .. }
+            RetryError::ServerWaitTooLong { response, .. }
             | RetryError::DeadlineExceeded { response, .. } => response,
         }
     }
@@ -86,7 +86,7 @@ impl RetryError {
     /// The last response, as the server sent it.
     pub fn into_response(self) -> reqwest::Response {
         match self {
-            RetryError::WaitTooLong { response, .. }
+            RetryError::ServerWaitTooLong { response, .. }
             | RetryError::DeadlineExceeded { response, .. } => *response,
         }
     }

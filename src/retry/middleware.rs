@@ -230,7 +230,7 @@ impl Middleware for RetryMiddleware {
                 );
                 let response = outcome.expect("matched Ok above");
                 return Err(reqwest_middleware::Error::middleware(
-                    RetryError::WaitTooLong {
+                    RetryError::ServerWaitTooLong {
                         status: response.status(),
                         server_wait,
                         cap: policy.max_wait,

@@ -59,7 +59,7 @@ impl Backoff {
 ///
 /// let policy = RetryPolicy::new()
 ///     .with_max_retries(5)
-///     .with_max_wait(Duration::from_secs(30))
+///     .with_max_server_wait(Duration::from_secs(30))
 ///     .with_deadline(Duration::from_secs(120))
 ///     .with_jitter(Jitter::NotBefore(0.1))
 ///     .with_seed(42);
@@ -115,9 +115,11 @@ impl RetryPolicy {
         self
     }
 
-    /// The longest single wait that is slept. A server asking for more gets an immediate
-    /// [`RetryError::WaitTooLong`](super::RetryError::WaitTooLong) carrying its wait.
-    pub const fn with_max_wait(mut self, cap: Duration) -> Self {
+    /// The longest wait a server may ask for that is slept (named apart from the pacer's
+    /// `PacingMode::Wait { max_wait }`, the longest a request waits for its permit). A server
+    /// asking for more gets an immediate
+    /// [`RetryError::ServerWaitTooLong`](super::RetryError::ServerWaitTooLong) carrying its wait.
+    pub const fn with_max_server_wait(mut self, cap: Duration) -> Self {
         self.max_wait = cap;
         self
     }
@@ -159,7 +161,7 @@ impl RetryPolicy {
     }
 
     /// The cap on one wait.
-    pub const fn max_wait(&self) -> Duration {
+    pub const fn max_server_wait(&self) -> Duration {
         self.max_wait
     }
 
