@@ -34,6 +34,24 @@ step() {
 }
 
 step "cargo fmt --check" cargo fmt --all -- --check
+# The published crate: the licenses and docs it must carry, and no file outside the code and
+# those (a plot, a log or a Redis dump left by a run would otherwise ship with it).
+check_package() {
+    local files unexpected
+    files=$(cargo package --list --allow-dirty --quiet)
+    for required in LICENSE-MIT LICENSE-APACHE README.md CHANGELOG.md; do
+        grep -qx "$required" <<<"$files" || { echo "the package lacks $required" >&2; return 1; }
+    done
+    unexpected=$(grep -vE '^(src/.+\.(rs|lua)|(tests|examples)/.+\.rs|benches/[^/]+\.rs|Cargo\.(toml|toml\.orig|lock)|\.cargo_vcs_info\.json|README\.md|CHANGELOG\.md|LICENSE-(MIT|APACHE))$' <<<"$files" || true)
+    if [ -n "$unexpected" ]; then
+        echo "files the package should not hold (see include in Cargo.toml):" >&2
+        echo "$unexpected" >&2
+        return 1
+    fi
+    echo "    $(wc -l <<<"$files") files"
+}
+
+step "cargo package --list" check_package
 step "cargo clippy (all targets, all features)" \
     cargo clippy --all-targets --all-features -- -D warnings
 # Default features: every target they enable is compiled (checked) and linted here, their unit
