@@ -114,7 +114,9 @@ async fn a_server_that_never_answers_times_out_after_the_connect_timeout() {
     // Connections complete in the kernel's backlog, and nobody ever reads them.
     let silent = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
     let port = silent.local_addr().unwrap().port();
-    let after = Duration::from_millis(200);
+    // Longer than the Redis client's own default timeouts (1 s to connect, 500 ms per
+    // reply), which must not cut the wait short.
+    let after = Duration::from_millis(1500);
     let started = Instant::now();
     let error = RedisStore::connect(
         &format!("redis://127.0.0.1:{port}"),

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use redis::{ConnectionAddr, ErrorKind, RedisError};
+use redis::{AsyncConnectionConfig, ConnectionAddr, ErrorKind, RedisError};
 
 use super::{RedisOptions, RedisStore};
 
@@ -89,7 +89,7 @@ impl RedisStore {
         let addr = client.get_connection_info().addr().clone();
         let address = addr.to_string();
         let after = opts.connect_timeout;
-        tokio::time::timeout(after, ping(&client, &addr))
+        tokio::time::timeout(after, ping(&client, &addr, after))
             .await
             .map_err(|_| RedisConnectError::Timeout {
                 address: address.clone(),
@@ -125,8 +125,12 @@ impl Failure {
 }
 
 /// Resolves the host (so a name that does not resolve is told apart from the rest), connects
-/// and pings.
-async fn ping(client: &redis::Client, addr: &ConnectionAddr) -> Result<(), Failure> {
+/// and pings, the client's own timeouts no shorter than the caller's.
+async fn ping(
+    client: &redis::Client,
+    addr: &ConnectionAddr,
+    timeout: Duration,
+) -> Result<(), Failure> {
     if let ConnectionAddr::Tcp(host, port) | ConnectionAddr::TcpTls { host, port, .. } = addr {
         let resolved = tokio::net::lookup_host((host.as_str(), *port)).await;
         match resolved.map(|mut addresses| addresses.next()) {
@@ -138,8 +142,11 @@ async fn ping(client: &redis::Client, addr: &ConnectionAddr) -> Result<(), Failu
             Err(error) => return Err(Failure::Dns(host.clone(), error)),
         }
     }
+    let config = AsyncConnectionConfig::new()
+        .set_connection_timeout(Some(timeout))
+        .set_response_timeout(Some(timeout));
     let mut connection = client
-        .get_multiplexed_async_connection()
+        .get_multiplexed_async_connection_with_config(&config)
         .await
         .map_err(Failure::Redis)?;
     redis::cmd("PING")
