@@ -34,6 +34,24 @@ step() {
 }
 
 step "cargo fmt --check" cargo fmt --all -- --check
+# The published crate: the licenses and docs it must carry, and no file outside the code and
+# those (a plot, a log or a Redis dump left by a run would otherwise ship with it).
+check_package() {
+    local files unexpected
+    files=$(cargo package --list --allow-dirty --quiet)
+    for required in LICENSE-MIT LICENSE-APACHE README.md CHANGELOG.md; do
+        grep -qx "$required" <<<"$files" || { echo "the package lacks $required" >&2; return 1; }
+    done
+    unexpected=$(grep -vE '^(src/.+\.(rs|lua)|(tests|examples)/.+\.rs|benches/[^/]+\.rs|Cargo\.(toml|toml\.orig|lock)|\.cargo_vcs_info\.json|README\.md|CHANGELOG\.md|LICENSE-(MIT|APACHE))$' <<<"$files" || true)
+    if [ -n "$unexpected" ]; then
+        echo "files the package should not hold (see include in Cargo.toml):" >&2
+        echo "$unexpected" >&2
+        return 1
+    fi
+    echo "    $(wc -l <<<"$files") files"
+}
+
+step "cargo package --list" check_package
 step "cargo clippy (all targets, all features)" \
     cargo clippy --all-targets --all-features -- -D warnings
 # Default features: every target they enable is compiled (checked) and linted here, their unit
@@ -45,8 +63,22 @@ step "cargo clippy (library, no default features)" \
 step "cargo doc (all features)" \
     env RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --all-features
 step "cargo build (no default features)" cargo build --no-default-features
+# The declared rust-version builds the library with redis and mock (installed when missing).
+# TLS is left out: it adds no code of ours, and aws-lc's C library would be built again for
+# this toolchain. The dependencies' own rust-version fields go up to 1.88 (redis, icu_*).
+msrv=$(sed -n 's/^rust-version = "\(.*\)"$/\1/p' Cargo.toml)
+if ! rustup run "$msrv" rustc --version >/dev/null 2>&1; then
+    echo "==> installing Rust $msrv (rustup, minimal profile)"
+    rustup toolchain install "$msrv" --profile minimal
+fi
+step "cargo +$msrv check (library; redis, mock)" \
+    cargo "+$msrv" check --lib --no-default-features --features redis,mock
 step "cargo test --lib (default features)" cargo test --lib
 step "cargo test --doc (default features)" cargo test --doc
+# Without TLS, reqwest answers an https URL with an error of its own, not retried: the one
+# test that sees it (the library's other tests need no second run).
+step "cargo test --lib (no default features: no TLS)" \
+    cargo test --lib --no-default-features retry::classify
 # Every test, with every feature a test needs. The TLS features change none of the crate's
 # code (clippy above builds them all); leaving native-tls out saves ~35 ms per client built in
 # a debug test. A hung test fails the run after 30 minutes instead of using up CI's 90.

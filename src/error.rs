@@ -35,10 +35,12 @@ use crate::retry::RetryError;
 /// assert_eq!(first.response().map(|r| r.status().as_u16()), Some(429));
 ///
 /// // ...and the host is paused for everyone: the next request is refused by the pacer, with
-/// // the wait it would have needed (the server's hour, spread by jitter).
+/// // the server's hour as stated and the wait it would have needed (that hour, jittered).
 /// let next = client.get(format!("{}/items", server.uri())).send().await.unwrap_err();
 /// let next = PoliteError::from_middleware(next).unwrap();
 /// assert!(next.is_rate_limited() && next.response().is_none());
+/// assert!(matches!(next, PoliteError::Pacing(_)), "the pacer gave up");
+/// assert_eq!(next.server_wait(), Some(Duration::from_secs(3600)));
 /// assert!(next.wait().unwrap() >= Duration::from_secs(3000));
 /// # }
 /// ```
@@ -86,12 +88,13 @@ impl PoliteError {
         )
     }
 
-    /// The wait the server asked for, as it stated it (before any jitter), when the retry layer
-    /// gave up on its response.
+    /// The wait the server asked for, as it stated it (before any jitter): from the response
+    /// the retry layer gave up on, or, for a pacer refusal, from the response that paused the
+    /// key (`None` when the pause is the pacer's own: a configured rate, a silent server).
     pub fn server_wait(&self) -> Option<Duration> {
         match self {
             PoliteError::Retry(error) => error.server_wait(),
-            PoliteError::Pacing(_) => None,
+            PoliteError::Pacing(error) => error.server_wait(),
         }
     }
 

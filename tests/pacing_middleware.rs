@@ -74,7 +74,9 @@ async fn a_partition_closure_gives_each_tenant_its_own_quota() {
     assert_eq!(send("globex").await.unwrap().status(), 200);
     // ...and acme's is spent: refused before the network, with the minute it would wait.
     let refused = pacing_error(send("acme").await.unwrap_err());
-    assert!(matches!(refused, PacingError::Throttled { wait } if wait > Duration::from_secs(59)));
+    assert!(
+        matches!(refused, PacingError::Throttled { wait, .. } if wait > Duration::from_secs(59))
+    );
     let tenants: Vec<String> = server
         .received_requests()
         .await
@@ -132,7 +134,7 @@ async fn the_retry_deadline_bounds_the_wait_for_a_permit() {
         "{:?}",
         asked.elapsed()
     );
-    let PacingError::WaitTooLong { wait, max_wait } = refused else {
+    let PacingError::WaitTooLong { wait, max_wait, .. } = refused else {
         panic!("{refused:?}");
     };
     assert!(wait > Duration::from_secs(9), "{wait:?}");

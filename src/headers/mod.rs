@@ -79,6 +79,7 @@ mod structured;
 mod value;
 mod vendor;
 
+#[cfg(feature = "mock")]
 pub(crate) use render::retry_after_seconds;
 pub use render::{HeaderDialect, QuotaState, render_retry_after, render_retry_after_ms};
 

@@ -10,7 +10,10 @@ use super::StoreError;
 /// use std::time::Duration;
 /// use reqwest_polite::pacing::PacingError;
 ///
-/// let error = PacingError::Throttled { wait: Duration::from_millis(250) };
+/// let error = PacingError::Throttled {
+///     wait: Duration::from_millis(250),
+///     server_wait: None,
+/// };
 /// assert_eq!(error.wait(), Some(Duration::from_millis(250)));
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -21,6 +24,8 @@ pub enum PacingError {
     Throttled {
         /// How long the request would have waited for its permit.
         wait: Duration,
+        /// The wait the server stated (before jitter) when the key is paused on its word.
+        server_wait: Option<Duration>,
     },
     /// Wait mode: the permit would come later than the pacer's maximum wait allows.
     #[error("rate limited: the request would wait {wait:?}, more than the maximum {max_wait:?}")]
@@ -29,6 +34,9 @@ pub enum PacingError {
         wait: Duration,
         /// The pacer's configured maximum wait.
         max_wait: Duration,
+        /// The wait the server stated (before jitter) when the key is paused on its word: a
+        /// 429's `Retry-After`, or the reset of a spent quota, as that response said it.
+        server_wait: Option<Duration>,
     },
     /// The request costs more than the bucket can ever hold: it would never be allowed.
     #[error("a request of cost {cost} can never pass a bucket of burst {burst}")]
@@ -51,7 +59,19 @@ impl PacingError {
     /// The wait that was refused, when there is one.
     pub fn wait(&self) -> Option<Duration> {
         match self {
-            PacingError::Throttled { wait } | PacingError::WaitTooLong { wait, .. } => Some(*wait),
+            PacingError::Throttled { wait, .. } | PacingError::WaitTooLong { wait, .. } => {
+                Some(*wait)
+            }
+            PacingError::CostTooHigh { .. } | PacingError::StoreUnavailable { .. } => None,
+        }
+    }
+
+    /// The wait the server stated (before jitter) behind a refusal, when the key was paused on
+    /// the server's word rather than by the configured rate or a silent server's estimate.
+    pub fn server_wait(&self) -> Option<Duration> {
+        match self {
+            PacingError::Throttled { server_wait, .. }
+            | PacingError::WaitTooLong { server_wait, .. } => *server_wait,
             PacingError::CostTooHigh { .. } | PacingError::StoreUnavailable { .. } => None,
         }
     }

@@ -71,6 +71,8 @@ const LONGEST_PAUSE: Duration = Duration::from_secs(30);
 pub(crate) struct KeyQuota {
     /// Nothing goes before this time: the server said the quota is spent (429, remaining 0).
     gate_until: Duration,
+    /// The wait the server stated (before jitter) with the response that set `gate_until`.
+    gate_stated: Option<Duration>,
     limit: Option<u64>,
     window: Option<Duration>,
     /// Our estimate of what is left in the current window, net of our own reservations.
@@ -360,7 +362,27 @@ impl KeyQuota {
 
     /// Pauses the key until `now + wait` (a later gate wins).
     pub(crate) fn close_gate(&mut self, now: Duration, wait: Duration) {
-        self.gate_until = self.gate_until.max(now.saturating_add(wait));
+        self.close_gate_stated(now, wait, None);
+    }
+
+    /// [`close_gate`](Self::close_gate) for a pause the server asked for: `stated` is its
+    /// wait before jitter, told to the requests the gate refuses.
+    pub(crate) fn close_gate_stated(
+        &mut self,
+        now: Duration,
+        wait: Duration,
+        stated: Option<Duration>,
+    ) {
+        let until = now.saturating_add(wait);
+        if until > self.gate_until {
+            self.gate_until = until;
+            self.gate_stated = stated;
+        }
+    }
+
+    /// The server's stated wait behind the gate, while the gate is closed.
+    pub(crate) fn gate_stated(&self, now: Duration) -> Option<Duration> {
+        self.gate_stated.filter(|_| self.gate_until > now)
     }
 
     /// How long the key stays closed from `now` (zero when open).

@@ -223,9 +223,11 @@ impl Pacer {
                     Ok(turn) => turn,
                     Err(_) => {
                         tracing::debug!(key = %key_digest(key), "pacing: rejected, queue too long");
+                        let now = self.inner.clock.now();
                         return Err(PacingError::WaitTooLong {
-                            wait: self.inner.clock.now().saturating_sub(started),
+                            wait: now.saturating_sub(started),
                             max_wait,
+                            server_wait: self.server_wait(key, now),
                         });
                     }
                 }
@@ -264,13 +266,17 @@ impl Pacer {
             match mode {
                 PacingMode::FailFast => {
                     tracing::debug!(key = %key_digest(key), ?wait, "pacing: rejected, fail fast");
-                    return Err(PacingError::Throttled { wait });
+                    return Err(PacingError::Throttled {
+                        wait,
+                        server_wait: self.server_wait(key, now),
+                    });
                 }
                 PacingMode::Wait { max_wait } if total > max_wait => {
                     tracing::debug!(key = %key_digest(key), ?total, "pacing: rejected, wait too long");
                     return Err(PacingError::WaitTooLong {
                         wait: total,
                         max_wait,
+                        server_wait: self.server_wait(key, now),
                     });
                 }
                 PacingMode::Wait { .. } => {
@@ -286,6 +292,14 @@ impl Pacer {
                 }
             }
         }
+    }
+
+    /// The wait the server stated with the pause that holds `key` now, if one does.
+    fn server_wait(&self, key: &str, now: Duration) -> Option<Duration> {
+        self.inner
+            .keys
+            .with_existing(key, |state| state.quota.gate_stated(now))
+            .flatten()
     }
 
     /// Pauses every request on `key` in this process for `wait` (what a 429 does by itself,

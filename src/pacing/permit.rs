@@ -70,7 +70,7 @@ impl Permit {
                 .observe(now, reservation.ticket, outcome, info)
                 .map(|wait| jitter.apply(wait, &mut rand::rng()));
             if let Some(wait) = pause {
-                state.quota.close_gate(now, wait);
+                state.quota.close_gate_stated(now, wait, info.server_wait());
             }
             // News for the head of the key's queue: it may go sooner (or must wait longer).
             state.queue.news.notify_one();

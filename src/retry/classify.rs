@@ -135,6 +135,23 @@ const CONNECTION_LOST: [&str; 3] = [
     "channel closed",
 ];
 
+/// What hyper-util's plain-TCP connector says of an https URL: reqwest was built without a TLS
+/// feature (this crate's `rustls` or `native-tls`, or reqwest's own). It comes as a connect
+/// error, "error sending request", before any connection is tried.
+const NO_TLS: &str = "invalid URL, scheme is not http";
+
+/// An https request that this build of reqwest cannot send at all.
+fn is_https_without_tls(error: &reqwest::Error) -> bool {
+    let mut source = error.source();
+    while let Some(cause) = source {
+        if cause.to_string() == NO_TLS {
+            return true;
+        }
+        source = cause.source();
+    }
+    false
+}
+
 /// A connection reset, closed or broken while the request was in flight.
 fn is_connection_lost(error: &reqwest::Error) -> bool {
     use std::io::ErrorKind;
@@ -173,13 +190,17 @@ impl DefaultClassifier {
     }
 
     /// The retry reason a transport error stands for, if any (before looking at the method).
-    /// Errors raised by other middleware are never retried.
+    /// Errors raised by other middleware are never retried, nor an https request in a build of
+    /// reqwest without TLS (it would fail the same way every time).
     pub fn reason_for_error(error: &reqwest_middleware::Error) -> Option<RetryReason> {
         let reqwest_middleware::Error::Reqwest(error) = error else {
             return None;
         };
         if error.is_timeout() {
             Some(RetryReason::Timeout)
+        } else if is_https_without_tls(error) {
+            // A build without TLS refuses every https URL the same way: no retry can help.
+            None
         } else if error.is_connect() || is_connection_lost(error) {
             Some(RetryReason::Connection)
         } else {
@@ -187,3 +208,6 @@ impl DefaultClassifier {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;

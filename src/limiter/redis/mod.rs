@@ -47,6 +47,7 @@
 
 mod algorithm;
 mod blocking;
+mod connect;
 mod error;
 pub(crate) mod keys;
 mod limiter;
@@ -54,6 +55,7 @@ mod store;
 
 pub use algorithm::ServerDecision;
 pub use blocking::BlockingRedisStore;
+pub use connect::RedisConnectError;
 pub use error::RedisLimitError;
 pub use limiter::{BlockingRedisLimiter, RedisLimiter};
 pub use store::{RedisOptions, RedisStore};

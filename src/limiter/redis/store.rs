@@ -95,17 +95,22 @@ impl RedisStore {
     /// A store on one Redis server, e.g. `redis://127.0.0.1:6379`.
     ///
     /// It connects lazily: a server that is down now gives errors on calls (within the command
-    /// timeout), not here, and is picked up once it comes back. Only a malformed URL fails here.
+    /// timeout), not here, and is picked up once it comes back. Only a malformed URL fails here;
+    /// [`connect`](Self::connect) reaches the server first, and says why it cannot.
     pub async fn standalone(url: &str, opts: RedisOptions) -> Result<Self, RedisLimitError> {
         let client = redis::Client::open(url).map_err(RedisLimitError::Redis)?;
+        Self::lazy(client, opts).map_err(RedisLimitError::Redis)
+    }
+
+    /// A standalone store on `client`'s server, connecting on first use.
+    pub(super) fn lazy(client: redis::Client, opts: RedisOptions) -> redis::RedisResult<Self> {
         let config = ConnectionManagerConfig::new()
             .set_response_timeout(Some(opts.command_timeout))
             .set_connection_timeout(Some(opts.connect_timeout))
             // reconnect quickly and keep trying: a restarted Redis should be used within ~100 ms
             .set_min_delay(Duration::from_millis(10))
             .set_max_delay(Duration::from_millis(100));
-        let manager = ConnectionManager::new_lazy_with_config(client, config)
-            .map_err(RedisLimitError::Redis)?;
+        let manager = ConnectionManager::new_lazy_with_config(client, config)?;
         Ok(Self {
             connection: Connection::Standalone(manager),
             opts,

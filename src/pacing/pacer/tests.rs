@@ -43,7 +43,8 @@ async fn a_wait_beyond_max_wait_is_refused_at_once_with_the_wait() {
         refused,
         PacingError::WaitTooLong {
             wait: Duration::from_secs(10),
-            max_wait: ms(500)
+            max_wait: ms(500),
+            server_wait: None,
         }
     );
 }
@@ -327,7 +328,8 @@ async fn fail_fast_reports_the_gate_wait() {
     assert_eq!(
         pacer.acquire("k", 1).await.unwrap_err(),
         PacingError::Throttled {
-            wait: Duration::from_secs(3)
+            wait: Duration::from_secs(3),
+            server_wait: None,
         }
     );
 }
