@@ -10,7 +10,7 @@ use reqwest_polite::RateLimitInfo;
 use reqwest_polite::headers::HeaderDialect;
 use reqwest_polite::limiter::redis::{BlockingRedisLimiter, BlockingRedisStore, RedisOptions};
 use reqwest_polite::limiter::{FixedWindow, TokenBucket};
-use reqwest_polite::mock::{Layer, MockConfigError, Partition, RateLimitedApi, Answer};
+use reqwest_polite::mock::{Answer, Layer, MockConfigError, Partition, RateLimitedApi};
 use reqwest_polite::time::{ManualClock, Rate};
 use support::nz;
 use support::{CENTURY, RedisServer};

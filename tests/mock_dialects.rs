@@ -13,7 +13,7 @@ use reqwest_polite::RateLimitInfo;
 use reqwest_polite::headers::HeaderDialect;
 use reqwest_polite::limiter::redis::{BlockingRedisLimiter, BlockingRedisStore, RedisOptions};
 use reqwest_polite::limiter::{Decision, FixedWindow, RateLimiter};
-use reqwest_polite::mock::{Layer, Partition, RateLimitedApi, RateLimitedServer, Answer};
+use reqwest_polite::mock::{Answer, Layer, Partition, RateLimitedApi, RateLimitedServer};
 use reqwest_polite::time::ManualClock;
 use support::{CENTURY, RedisServer};
 

@@ -340,7 +340,10 @@ async fn a_wait_over_the_cap_returns_at_once_with_the_servers_wait() {
         .unwrap_err();
     assert!(recorder.waits().is_empty(), "nothing was slept");
     let error = RetryError::from_middleware(error).expect("a RetryError");
-    assert!(matches!(error, RetryError::ServerWaitTooLong { .. }), "{error}");
+    assert!(
+        matches!(error, RetryError::ServerWaitTooLong { .. }),
+        "{error}"
+    );
     assert_eq!(error.server_wait(), Some(Duration::from_secs(3600)));
     assert_eq!(error.status(), 429);
     assert_eq!(error.attempts(), 1);

@@ -113,6 +113,6 @@ mod responder;
 pub use api::{RateLimitedApi, RateLimitedServer};
 pub use error::MockConfigError;
 pub use layer::Layer;
-pub use log::{LoggedRequest, RequestLog, Answer};
+pub use log::{Answer, LoggedRequest, RequestLog};
 pub use partition::{ANONYMOUS_KEY, Partition};
 pub use responder::RateLimitResponder;

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant, SystemTime};
 use wiremock::{Request, Respond, ResponseTemplate};
 
 use super::layer::{LayerError, LayerOutcome};
-use super::{Layer, LoggedRequest, RequestLog, Answer};
+use super::{Answer, Layer, LoggedRequest, RequestLog};
 use crate::headers::{HeaderDialect, QuotaState, render_retry_after_ms, retry_after_seconds};
 use crate::limiter::Decision;
 
