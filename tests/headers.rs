@@ -175,7 +175,7 @@ fn ietf_partition_keys_units_and_vendor_parameters() {
     );
     let policy = &info.policies[0];
     assert_eq!(policy.quota_unit, QuotaUnit::ContentBytes);
-    assert!(policy.has_partition_key);
+    assert_eq!(policy.partition_key.as_deref(), Some(&b"user1"[..]));
     assert_eq!((policy.quota, policy.remaining), (Some(65536), Some(1024)));
     assert_eq!(policy.window, secs(10));
 }
