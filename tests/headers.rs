@@ -453,6 +453,7 @@ fn quotas() -> [QuotaState; 2] {
             remaining: 0,
             reset: Duration::from_millis(29_250),
             window: Duration::from_secs(60),
+            partition_key: None,
         },
         QuotaState {
             policy: "perhr".into(),
@@ -460,6 +461,7 @@ fn quotas() -> [QuotaState; 2] {
             remaining: 400,
             reset: Duration::from_secs(1800),
             window: Duration::from_secs(3600),
+            partition_key: None,
         },
     ]
 }
