@@ -44,7 +44,10 @@
 //!   asked first: its quota fields are ignored, whatever the dialect. `Retry-After` still
 //!   counts.
 //! - `Retry-After` takes precedence over `t`: [`RateLimitInfo::server_wait`] returns it even
-//!   when `t` says otherwise.
+//!   when `t` says otherwise, and a `t` longer than `Retry-After` is cut to it (the drafts let
+//!   a client ignore `t` then), so that no reader of [`QuotaPolicy::reset`] waits longer than
+//!   the server asked. Other dialects' resets are kept: there a `Retry-After` may speak of
+//!   another limit (GitHub's secondary limits) than the stated quota.
 //! - A 429 or 503 may explain itself in an `application/problem+json` body (types
 //!   `quota-exceeded`, `temporary-reduced-capacity`, `abnormal-usage-detected`, naming the
 //!   `violated-policies`): [`ProblemDetails`].
@@ -327,13 +330,25 @@ impl RateLimitInfo {
             policies.extend(legacy::policies(headers, &clock));
             policies.extend(vendor::policies(headers, &clock));
         }
+        let retry_after = retry_after::parse(headers, &clock);
+        // The IETF drafts give `Retry-After` precedence over `t`, which may then be ignored: an
+        // effective window longer than `Retry-After` is cut to it here, once, so every reader
+        // of these facts (the pacer as well as the retry layer) comes back when it says.
+        if let Some(wait) = retry_after {
+            for policy in policies
+                .iter_mut()
+                .filter(|p| p.source == PolicySource::Ietf)
+            {
+                policy.reset = policy.reset.map(|reset| reset.min(wait));
+            }
+        }
         let governing = governing(&policies).cloned();
         RateLimitInfo {
             limit: governing.as_ref().and_then(|p| p.quota),
             remaining: governing.as_ref().and_then(|p| p.remaining),
             reset: governing.as_ref().and_then(|p| p.reset),
             window: governing.as_ref().and_then(|p| p.window),
-            retry_after: retry_after::parse(headers, &clock),
+            retry_after,
             policies,
         }
     }
