@@ -350,7 +350,7 @@ async fn orders_scenario(gw: Gateway) {
         assert!(
             reply
                 .header("ratelimit")
-                .starts_with(&format!(r#""orders";r={remaining};t=60, "#))
+                .starts_with(&format!(r#""orders";r={remaining};t=60;pk=:"#))
         );
         assert_eq!(reply.ietf("orders"), (10, 60, remaining, 60));
         assert_eq!(reply.ietf("per-ip"), (100, 60, 99, 60));
