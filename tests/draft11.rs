@@ -118,9 +118,9 @@ fn retry_after_takes_precedence_over_the_effective_window() {
 }
 
 #[test]
-fn retry_after_cuts_only_ietf_resets() {
+fn retry_after_cuts_only_spent_ietf_resets() {
     let info = parse(&[
-        ("ratelimit", r#""hourly";r=0;t=3600"#),
+        ("ratelimit", r#""hourly";r=0;t=3600, "daily";r=40;t=80000"#),
         ("x-ratelimit-remaining", "0"),
         ("x-ratelimit-reset", "3600"),
         ("retry-after", "60"),
@@ -130,6 +130,8 @@ fn retry_after_cuts_only_ietf_resets() {
         resets,
         [
             (PolicySource::Ietf, secs(60)),
+            // 40 more within 80,000 s must not become 40 within 60 s.
+            (PolicySource::Ietf, secs(80_000)),
             (PolicySource::XRateLimit, secs(3600)),
         ]
     );

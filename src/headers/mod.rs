@@ -44,10 +44,11 @@
 //!   asked first: its quota fields are ignored, whatever the dialect. `Retry-After` still
 //!   counts.
 //! - `Retry-After` takes precedence over `t`: [`RateLimitInfo::server_wait`] returns it even
-//!   when `t` says otherwise, and a `t` longer than `Retry-After` is cut to it (the drafts let
-//!   a client ignore `t` then), so that no reader of [`QuotaPolicy::reset`] waits longer than
-//!   the server asked. Other dialects' resets are kept: there a `Retry-After` may speak of
-//!   another limit (GitHub's secondary limits) than the stated quota.
+//!   when `t` says otherwise, and a spent quota's (`r=0`) `t` longer than `Retry-After` is cut
+//!   to it (the drafts let a client ignore `t` then), so that no reader of
+//!   [`QuotaPolicy::reset`] waits longer than the server asked. A quota with units left keeps
+//!   its `t` (cut, it would allow them faster), and other dialects keep their resets: there a
+//!   `Retry-After` may speak of another limit (GitHub's secondary limits).
 //! - A 429 or 503 may explain itself in an `application/problem+json` body (types
 //!   `quota-exceeded`, `temporary-reduced-capacity`, `abnormal-usage-detected`, naming the
 //!   `violated-policies`): [`ProblemDetails`].
@@ -331,14 +332,14 @@ impl RateLimitInfo {
             policies.extend(vendor::policies(headers, &clock));
         }
         let retry_after = retry_after::parse(headers, &clock);
-        // The IETF drafts give `Retry-After` precedence over `t`, which may then be ignored: an
-        // effective window longer than `Retry-After` is cut to it here, once, so every reader
-        // of these facts (the pacer as well as the retry layer) comes back when it says.
+        // The IETF drafts give `Retry-After` precedence over `t`, which may then be ignored: a
+        // spent quota's `t` longer than `Retry-After` is cut to it here, once, so every reader
+        // of these facts (the pacer as well as the retry layer) comes back when it says. A
+        // quota with units left keeps its `t`: cut, it would allow them sooner.
         if let Some(wait) = retry_after {
-            for policy in policies
-                .iter_mut()
-                .filter(|p| p.source == PolicySource::Ietf)
-            {
+            let spent_ietf =
+                |p: &&mut QuotaPolicy| p.source == PolicySource::Ietf && p.remaining == Some(0);
+            for policy in policies.iter_mut().filter(spent_ietf) {
                 policy.reset = policy.reset.map(|reset| reset.min(wait));
             }
         }
