@@ -114,6 +114,8 @@ mod value;
 mod vendor;
 
 pub use problem::{PROBLEM_BODY_LIMIT, ProblemDetails, ProblemKind};
+// The mock rounds its 429s' waits the way the renderers do.
+#[cfg(feature = "mock")]
 pub(crate) use render::retry_after_seconds;
 pub use render::{HeaderDialect, QuotaState, render_retry_after, render_retry_after_ms};
 
