@@ -175,7 +175,7 @@ fn ietf_partition_keys_units_and_vendor_parameters() {
     );
     let policy = &info.policies[0];
     assert_eq!(policy.quota_unit, QuotaUnit::ContentBytes);
-    assert!(policy.has_partition_key);
+    assert_eq!(policy.partition_key.as_deref(), Some(&b"user1"[..]));
     assert_eq!((policy.quota, policy.remaining), (Some(65536), Some(1024)));
     assert_eq!(policy.window, secs(10));
 }
@@ -453,6 +453,7 @@ fn quotas() -> [QuotaState; 2] {
             remaining: 0,
             reset: Duration::from_millis(29_250),
             window: Duration::from_secs(60),
+            partition_key: None,
         },
         QuotaState {
             policy: "perhr".into(),
@@ -460,6 +461,7 @@ fn quotas() -> [QuotaState; 2] {
             remaining: 400,
             reset: Duration::from_secs(1800),
             window: Duration::from_secs(3600),
+            partition_key: None,
         },
     ]
 }

@@ -274,20 +274,25 @@ proptest! {
         remaining in 0u64..999_999_999_999_999,
         reset_ms in 0u64..100_000_000,
         window_s in 1u64..1_000_000,
+        key in proptest::collection::vec(any::<u8>(), 0..24),
         now in now(),
     ) {
+        // An empty draw stands for an unpartitioned quota.
+        let partition_key = (!key.is_empty()).then_some(key);
         let state = QuotaState {
             policy: "p".into(),
             limit,
             remaining,
             reset: Duration::from_millis(reset_ms),
             window: Duration::from_secs(window_s),
+            partition_key: partition_key.clone(),
         };
         let headers = collect_headers(HeaderDialect::Ietf.render(&[state], now));
         let info = RateLimitInfo::from_headers_at(&headers, now);
         prop_assert_eq!(info.limit, Some(limit));
         prop_assert_eq!(info.remaining, Some(remaining));
         prop_assert_eq!(info.reset, Some(Duration::from_secs(reset_ms.div_ceil(1000))));
+        prop_assert_eq!(&info.policies[0].partition_key, &partition_key);
         prop_assert_eq!(info.window, Some(Duration::from_secs(window_s)));
     }
 }

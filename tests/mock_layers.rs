@@ -226,7 +226,7 @@ async fn per_ip_scenario(gw: Gateway) {
         assert!(
             reply
                 .header("ratelimit")
-                .starts_with(&format!(r#""per-ip";r={remaining};t=60, "#))
+                .starts_with(&format!(r#""per-ip";r={remaining};t=60;pk=:"#))
         );
         assert_eq!(reply.ietf("per-api-key").2, 999 - i);
         assert!(!reply.has_ietf("orders"), "GET /items is not an order");
@@ -350,7 +350,7 @@ async fn orders_scenario(gw: Gateway) {
         assert!(
             reply
                 .header("ratelimit")
-                .starts_with(&format!(r#""orders";r={remaining};t=60, "#))
+                .starts_with(&format!(r#""orders";r={remaining};t=60;pk=:"#))
         );
         assert_eq!(reply.ietf("orders"), (10, 60, remaining, 60));
         assert_eq!(reply.ietf("per-ip"), (100, 60, 99, 60));

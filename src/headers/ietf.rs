@@ -1,5 +1,6 @@
-//! The current IETF draft: `RateLimit-Policy: "permin";q=50;w=60` and
-//! `RateLimit: "permin";r=0;t=30`, both sf-lists of named items.
+//! The IETF fields of draft-08 to draft-11: `RateLimit-Policy: "permin";q=50;w=60` and
+//! `RateLimit: "permin";r=0;t=30`, both sf-lists of named items. One syntax across those
+//! drafts; only the meaning of `t` moved (see the module docs of `headers`).
 
 use std::time::Duration;
 
@@ -35,7 +36,10 @@ pub(crate) fn policies(headers: &HeaderMap) -> Vec<QuotaPolicy> {
         let policy = &mut policies[index];
         policy.remaining = Some(remaining);
         policy.reset = reset;
-        policy.has_partition_key |= param(&params, "pk").is_some();
+        // The key this response was counted under is the one that matters now.
+        if let Some(key) = partition_key(&params) {
+            policy.partition_key = Some(key);
+        }
     }
     policies
 }
@@ -69,8 +73,16 @@ fn stated_policy(name: String, params: &Parameters) -> Option<QuotaPolicy> {
     policy.name = Some(name);
     policy.quota = Some(quota);
     policy.window = window(params);
-    policy.has_partition_key = param(params, "pk").is_some();
+    policy.partition_key = partition_key(params);
     Some(policy)
+}
+
+/// A `pk` parameter: a byte sequence; any other type is ignored (the item is kept).
+fn partition_key(params: &Parameters) -> Option<Vec<u8>> {
+    match param(params, "pk")? {
+        BareItem::ByteSequence(bytes) => Some(bytes.clone()),
+        _ => None,
+    }
 }
 
 /// A `qu` value: the draft's three units, any other string kept as is.
@@ -81,7 +93,8 @@ fn quota_unit(unit: &BareItem) -> Option<QuotaUnit> {
         _ => return None,
     };
     Some(match text {
-        "requests" => QuotaUnit::Requests,
+        // Draft-11's text says "requests", its registry table "request": both mean requests.
+        "requests" | "request" => QuotaUnit::Requests,
         "content-bytes" => QuotaUnit::ContentBytes,
         "concurrent-requests" => QuotaUnit::ConcurrentRequests,
         other => QuotaUnit::Other(other.to_owned()),
@@ -120,7 +133,28 @@ mod tests {
         assert_eq!(policies[1].quota_unit, QuotaUnit::ContentBytes);
         assert_eq!(policies[1].remaining, Some(10));
         assert_eq!(policies[1].reset, Some(Duration::from_secs(1200)));
-        assert!(policies[1].has_partition_key);
+        assert_eq!(policies[1].partition_key.as_deref(), Some(&[1u8, 2, 3][..]));
+    }
+
+    #[test]
+    fn draft11_units_and_partition_keys() {
+        let policies = policies(&headers(&[
+            (
+                "ratelimit-policy",
+                r#""inflight";q=4;qu="concurrent-requests";pk=:AQ==:, "calls";q=9;w=1;qu="request";pk="not-bytes""#,
+            ),
+            ("ratelimit", r#""inflight";r=1;pk=:Ag==:, "calls";r=8"#),
+        ]));
+        assert_eq!(policies.len(), 2);
+        assert_eq!(policies[0].quota_unit, QuotaUnit::ConcurrentRequests);
+        // No window: a cap on requests in flight, and no `t` either.
+        assert_eq!((policies[0].window, policies[0].reset), (None, None));
+        // The key the response was counted under replaces the policy's.
+        assert_eq!(policies[0].partition_key.as_deref(), Some(&[2u8][..]));
+        assert_eq!(policies[1].quota_unit, QuotaUnit::Requests);
+        // A `pk` that is not a byte sequence is ignored, not the policy.
+        assert_eq!(policies[1].partition_key, None);
+        assert_eq!(policies[1].remaining, Some(8));
     }
 
     #[test]

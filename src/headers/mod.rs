@@ -8,7 +8,7 @@
 //!
 //! | dialect | fields | [`PolicySource`] |
 //! |---|---|---|
-//! | IETF, current draft | `RateLimit-Policy: "permin";q=50;w=60`, `RateLimit: "permin";r=0;t=30` | `Ietf` |
+//! | IETF draft-08 to draft-11 | `RateLimit-Policy: "permin";q=50;w=60`, `RateLimit: "permin";r=0;t=30` | `Ietf` |
 //! | IETF draft-07 | `RateLimit: limit=100, remaining=0, reset=5`, `RateLimit-Policy: 100;w=60` | `Draft07` |
 //! | IETF draft-06 | `RateLimit-Limit: 100, 100;w=60`, `RateLimit-Remaining`, `RateLimit-Reset` | `Draft06` |
 //! | GitHub, GitLab, … | `X-RateLimit-Limit/-Remaining/-Reset/-Used` (reset above 10⁹ is a Unix time) | `XRateLimit` |
@@ -19,6 +19,39 @@
 //! Structured fields follow RFC 9651: a field split over several lines is one list, and a field
 //! that does not parse is ignored as a whole. IETF items lacking a required parameter (`q` in a
 //! policy, `r` in `RateLimit`) are skipped; unknown parameters are ignored.
+//!
+//! # The IETF fields, draft-08 to draft-11
+//!
+//! Draft-11 kept the syntax of draft-08 to -10 and changed what `t` means; this parser reads
+//! both, because a client paces the same way under either reading.
+//!
+//! - `RateLimit-Policy` lists the quotas a server enforces, each a named item: `q` units per
+//!   `w` seconds (both in [`QuotaPolicy::quota`] and [`QuotaPolicy::window`]), counted in `qu`
+//!   ([`QuotaUnit`]: requests by default, content bytes, or requests in flight), for the
+//!   partition `pk`. Several quotas may hold at once (`"burst";q=100;w=60,
+//!   "daily";q=1000;w=86400`): every one becomes a [`QuotaPolicy`].
+//! - `RateLimit` gives, per named policy, what is left now (`r`, in
+//!   [`QuotaPolicy::remaining`]) and `t` seconds (in [`QuotaPolicy::reset`]). Under draft-08 to
+//!   -10, `t` is the time until the quota resets. Under draft-11 it is the *effective window*:
+//!   within the next `t` seconds the client should use at most `r`; it promises nothing about
+//!   what is available once it ends. Both say "at most `r` before `t`", so both are read into
+//!   `reset`; what comes after `t` is left to the next response (which may not restate the
+//!   fields at all: no field means nothing is known, not that the quota is free).
+//! - `pk` (a byte sequence) names the partition the server counted the request in:
+//!   [`QuotaPolicy::partition_key`]. Two responses with different keys speak of different
+//!   quotas.
+//! - A response served from a cache (`Age` above 0) tells of a quota as it was for whoever
+//!   asked first: its quota fields are ignored, whatever the dialect. `Retry-After` still
+//!   counts.
+//! - `Retry-After` takes precedence over `t`: [`RateLimitInfo::server_wait`] returns it even
+//!   when `t` says otherwise, and a spent quota's (`r=0`) `t` longer than `Retry-After` is cut
+//!   to it (the drafts let a client ignore `t` then), so that no reader of
+//!   [`QuotaPolicy::reset`] waits longer than the server asked. A quota with units left keeps
+//!   its `t` (cut, it would allow them faster), and other dialects keep their resets: there a
+//!   `Retry-After` may speak of another limit (GitHub's secondary limits).
+//! - A 429 or 503 may explain itself in an `application/problem+json` body (types
+//!   `quota-exceeded`, `temporary-reduced-capacity`, `abnormal-usage-detected`, naming the
+//!   `violated-policies`): [`ProblemDetails`].
 //!
 //! # Time
 //!
@@ -70,6 +103,7 @@ mod drafts;
 mod go_duration;
 mod ietf;
 mod legacy;
+mod problem;
 mod receipt;
 mod render;
 mod response;
@@ -79,6 +113,8 @@ mod structured;
 mod value;
 mod vendor;
 
+pub use problem::{PROBLEM_BODY_LIMIT, ProblemDetails, ProblemKind};
+// The mock rounds its 429s' waits the way the renderers do.
 #[cfg(feature = "mock")]
 pub(crate) use render::retry_after_seconds;
 pub use render::{HeaderDialect, QuotaState, render_retry_after, render_retry_after_ms};
@@ -104,26 +140,34 @@ pub struct RateLimitInfo {
     pub policies: Vec<QuotaPolicy>,
 }
 
-/// One quota a server stated: how much per window, how much is left, when it frees up.
+/// One quota a server stated: how much per window, how much is left, and for how long that
+/// is all there is.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct QuotaPolicy {
     /// The dialect that stated it.
     pub source: PolicySource,
-    /// The policy's name: the IETF item name, or the vendor's kind (`"requests"`, `"tokens"`).
+    /// The policy's name: the IETF item name (what `RateLimit` items and problem details'
+    /// `violated-policies` refer to), or the vendor's kind (`"requests"`, `"tokens"`).
     pub name: Option<String>,
-    /// Quota units allowed per window.
+    /// Quota units allowed per window (IETF `q`).
     pub quota: Option<u64>,
-    /// What the quota counts.
+    /// What the quota counts (IETF `qu`; requests when unstated).
     pub quota_unit: QuotaUnit,
-    /// The window the quota applies to.
+    /// The window the quota applies to (IETF `w`). A `concurrent-requests` quota may have
+    /// none: it caps requests in flight, not requests per time.
     pub window: Option<Duration>,
-    /// Quota units left now.
+    /// Quota units left now (IETF `r`). Not a promise: a server may refuse sooner.
     pub remaining: Option<u64>,
-    /// Time until the quota frees up.
+    /// How long `remaining` has to last: until the quota resets (draft-08 to -10 `t`, and every
+    /// other dialect's reset), or the effective window within which at most `remaining` may be
+    /// used (draft-11 `t`), after which the quota is not promised to be whole again.
     pub reset: Option<Duration>,
-    /// Whether the server named a partition key (`pk`): the quota is per client, not global.
-    pub has_partition_key: bool,
+    /// The partition key the server counted the request under (IETF `pk`, a byte sequence, from
+    /// `RateLimit` when it states one, else from `RateLimit-Policy`): the quota is allocated
+    /// per key, not shared by every client. The server picks the bytes; compare them, do not
+    /// interpret them.
+    pub partition_key: Option<Vec<u8>>,
 }
 
 impl QuotaPolicy {
@@ -136,7 +180,7 @@ impl QuotaPolicy {
             window: None,
             remaining: None,
             reset: None,
-            has_partition_key: false,
+            partition_key: None,
         }
     }
 
@@ -188,11 +232,13 @@ fn test_policies(
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum QuotaUnit {
-    /// Requests (the default everywhere).
+    /// Requests (the default everywhere; IETF `qu="requests"`, or `"request"` as draft-11's
+    /// registry table spells it).
     Requests,
-    /// Bytes of content (IETF `qu="content-bytes"`).
+    /// Bytes of content the server processes (IETF `qu="content-bytes"`).
     ContentBytes,
-    /// Requests in flight at once (IETF `qu="concurrent-requests"`).
+    /// Requests in flight at once (IETF `qu="concurrent-requests"`): `quota` is a cap on
+    /// concurrency, `remaining` how many more may start now.
     ConcurrentRequests,
     /// Model tokens (OpenAI, Anthropic).
     Tokens,
@@ -204,7 +250,8 @@ pub enum QuotaUnit {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum PolicySource {
-    /// `RateLimit` / `RateLimit-Policy`, current IETF draft.
+    /// `RateLimit` / `RateLimit-Policy` with named items: IETF draft-08 to draft-11 (one
+    /// syntax; see the module docs for what `t` means in each).
     Ietf,
     /// `RateLimit: limit=, remaining=, reset=` (IETF draft-07), or a bare `RateLimit-Policy`
     /// integer item.
@@ -286,13 +333,25 @@ impl RateLimitInfo {
             policies.extend(legacy::policies(headers, &clock));
             policies.extend(vendor::policies(headers, &clock));
         }
+        let retry_after = retry_after::parse(headers, &clock);
+        // The IETF drafts give `Retry-After` precedence over `t`, which may then be ignored: a
+        // spent quota's `t` longer than `Retry-After` is cut to it here, once, so every reader
+        // of these facts (the pacer as well as the retry layer) comes back when it says. A
+        // quota with units left keeps its `t`: cut, it would allow them sooner.
+        if let Some(wait) = retry_after {
+            let spent_ietf =
+                |p: &&mut QuotaPolicy| p.source == PolicySource::Ietf && p.remaining == Some(0);
+            for policy in policies.iter_mut().filter(spent_ietf) {
+                policy.reset = policy.reset.map(|reset| reset.min(wait));
+            }
+        }
         let governing = governing(&policies).cloned();
         RateLimitInfo {
             limit: governing.as_ref().and_then(|p| p.quota),
             remaining: governing.as_ref().and_then(|p| p.remaining),
             reset: governing.as_ref().and_then(|p| p.reset),
             window: governing.as_ref().and_then(|p| p.window),
-            retry_after: retry_after::parse(headers, &clock),
+            retry_after,
             policies,
         }
     }

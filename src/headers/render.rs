@@ -12,8 +12,10 @@ use sfv::{Integer, KeyRef, ListSerializer, StringRef, key_ref};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum HeaderDialect {
-    /// `RateLimit-Policy: "name";q=LIMIT;w=WINDOW` and `RateLimit: "name";r=REMAINING;t=RESET`,
-    /// one item per quota (current IETF draft).
+    /// `RateLimit-Policy: "name";q=LIMIT;w=WINDOW` and
+    /// `RateLimit: "name";r=REMAINING;t=RESET;pk=:KEY:`, one item per quota, `pk` when the quota
+    /// is partitioned (IETF draft-11; draft-08 to -10 read it alike). `t` is the time until the
+    /// window ends, which is also draft-11's effective window: nothing more is admitted before.
     Ietf,
     /// `RateLimit-Limit: LIMIT, LIMIT;w=WINDOW, …`, `RateLimit-Remaining`, `RateLimit-Reset`
     /// (IETF draft-06), for the most restrictive quota.
@@ -36,6 +38,9 @@ pub struct QuotaState {
     pub reset: Duration,
     /// The window's length.
     pub window: Duration,
+    /// The partition the request was counted in, stated as `pk` on the IETF `RateLimit` item
+    /// (draft-11); `None` for a quota every client shares. Other dialects have no place for it.
+    pub partition_key: Option<Vec<u8>>,
 }
 
 /// The largest integer a structured field can carry (15 digits).
@@ -44,6 +49,7 @@ const Q: &KeyRef = key_ref("q");
 const W: &KeyRef = key_ref("w");
 const R: &KeyRef = key_ref("r");
 const T: &KeyRef = key_ref("t");
+const PK: &KeyRef = key_ref("pk");
 
 impl HeaderDialect {
     /// The header pairs stating `quotas` in this dialect; `now` is the server's clock, used for
@@ -60,6 +66,7 @@ impl HeaderDialect {
     ///     remaining: 0,
     ///     reset: Duration::from_millis(29_200),
     ///     window: Duration::from_secs(60),
+    ///     partition_key: None,
     /// };
     ///
     /// let headers = HeaderDialect::Ietf.render(&[quota], SystemTime::now());
@@ -91,10 +98,13 @@ fn render_ietf(quotas: &[QuotaState]) -> Vec<(HeaderName, HeaderValue)> {
             .bare_item(name)
             .parameter(Q, sf_integer(quota.limit))
             .parameter(W, sf_integer(seconds_rounded_up(quota.window)));
-        let _ = state
+        let item = state
             .bare_item(name)
             .parameter(R, sf_integer(quota.remaining))
             .parameter(T, sf_integer(seconds_rounded_up(quota.reset)));
+        if let Some(key) = &quota.partition_key {
+            let _ = item.parameter(PK, key.as_slice());
+        }
     }
     [
         ("ratelimit-policy", policy.finish()),
@@ -252,6 +262,7 @@ mod tests {
             remaining,
             reset: Duration::from_millis(reset_ms),
             window: Duration::from_secs(window_s),
+            partition_key: None,
         }
     }
 
@@ -283,6 +294,27 @@ mod tests {
                     r#""per\"min";q=50;w=60, "perhr";q=1000;w=3600"#
                 ),
                 ("ratelimit", r#""per\"min";r=3;t=1, "perhr";r=900;t=1800"#),
+            ])
+        );
+    }
+
+    #[test]
+    fn ietf_states_partition_keys_on_the_state_items_only() {
+        let mut keyed = quota("per-key", 10, 9, 2_000, 60);
+        keyed.partition_key = Some(vec![0xde, 0xad, 0xbe, 0xef]);
+        let quotas = [keyed, quota("global", 100, 50, 2_000, 60)];
+        let headers = HeaderDialect::Ietf.render(&quotas, UNIX_EPOCH);
+        assert_eq!(
+            text(&headers),
+            pairs(&[
+                (
+                    "ratelimit-policy",
+                    r#""per-key";q=10;w=60, "global";q=100;w=60"#
+                ),
+                (
+                    "ratelimit",
+                    r#""per-key";r=9;t=2;pk=:3q2+7w==:, "global";r=50;t=2"#
+                ),
             ])
         );
     }

@@ -40,6 +40,7 @@ pub struct RateLimitedApi {
     admitted: ResponseTemplate,
     retry_after_ms: bool,
     silent: bool,
+    problem_details: bool,
 }
 
 impl Default for RateLimitedApi {
@@ -58,6 +59,7 @@ impl RateLimitedApi {
             admitted: ResponseTemplate::new(200),
             retry_after_ms: false,
             silent: false,
+            problem_details: false,
         }
     }
 
@@ -202,6 +204,38 @@ impl RateLimitedApi {
         self
     }
 
+    /// A 429's body is problem details (`application/problem+json`, IETF `RateLimit`
+    /// draft-11): type `quota-exceeded`, the refusing layer's name in `violated-policies`
+    /// (the name of its `RateLimit-Policy` item), `detail` and `retry_after` as in the plain
+    /// body. A silent API still answers bare 429s.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use reqwest_polite::mock::RateLimitedApi;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let api = RateLimitedApi::global(1, Duration::from_secs(60))
+    ///     .problem_details()
+    ///     .start()
+    ///     .await?;
+    /// let client = reqwest::Client::new();
+    ///
+    /// client.get(api.uri()).send().await?;
+    /// let refused = client.get(api.uri()).send().await?;
+    ///
+    /// assert_eq!(refused.headers()["content-type"], "application/problem+json");
+    /// let body: serde_json::Value = serde_json::from_str(&refused.text().await?)?;
+    /// assert!(body["type"].as_str().unwrap().ends_with("#quota-exceeded"));
+    /// assert_eq!(body["violated-policies"], serde_json::json!(["global"]));
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn problem_details(mut self) -> Self {
+        self.problem_details = true;
+        self
+    }
+
     /// Admitted requests get 200 with this JSON body.
     ///
     /// ```
@@ -248,6 +282,7 @@ impl RateLimitedApi {
             self.admitted,
             self.retry_after_ms,
             self.silent,
+            self.problem_details,
         ))
     }
 

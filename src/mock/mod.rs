@@ -14,7 +14,8 @@
 //!   headers, whose remaining counts down by one per request.
 //! - **Over a limit**: 429 with `Retry-After` in whole seconds rounded up (never 0), the quota
 //!   headers, and `{"error":"rate_limit_exceeded","message":"…","retry_after":N}` with the
-//!   same N.
+//!   same N; with [`RateLimitedApi::problem_details`], an `application/problem+json` body of
+//!   the IETF draft's type `quota-exceeded` naming the refusing layer in `violated-policies`.
 //! - **A layer's store failed** (Redis down, or slower than its command timeout): 503 with
 //!   `{"error":"rate_limiter_unavailable","message":"…"}` naming the layer and the error. It
 //!   does not fail open: a mock that silently stopped limiting would let a test pass for the
@@ -29,7 +30,10 @@
 //! `X-RateLimit-*` with a Unix-time reset. They state **one layer**: the one that rejected,
 //! else the one closest to its limit (smallest remaining / limit; the first on ties). The IETF
 //! pair, made to carry several policies, lists that layer first, then every other layer that
-//! decided on the request, each item named after its layer. `X-RateLimit-Reset` is the mock's
+//! decided on the request, each item named after its layer, as draft-11 has it: `t` is the
+//! time left in the layer's window, and a layer that is not global adds `pk` to its
+//! `RateLimit` item (8 bytes of SHA-256 over the layer's name and the request's partition key,
+//! so no address or API key is echoed). `X-RateLimit-Reset` is the mock's
 //! wall clock plus the layer's reset. A request no layer applies to gets no quota headers.
 //! [`RateLimitedApi::with_retry_after_ms`] adds `retry-after-ms` to each 429, for windows
 //! shorter than a second.

@@ -3,10 +3,11 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
+use sha2::{Digest, Sha256};
 use wiremock::{Request, Respond, ResponseTemplate};
 
 use super::layer::{LayerError, LayerOutcome};
-use super::{Answer, Layer, LoggedRequest, RequestLog};
+use super::{Answer, Layer, LoggedRequest, Partition, RequestLog};
 use crate::headers::{HeaderDialect, QuotaState, render_retry_after_ms, retry_after_seconds};
 use crate::limiter::Decision;
 
@@ -58,6 +59,8 @@ struct Inner {
     retry_after_ms: bool,
     /// Bare 429s: no `Retry-After`, no quota field, on any response.
     silent: bool,
+    /// 429 bodies as `application/problem+json` of type `quota-exceeded`.
+    problem_details: bool,
     log: RequestLog,
 }
 
@@ -94,6 +97,7 @@ impl RateLimitResponder {
         admitted: ResponseTemplate,
         retry_after_ms: bool,
         silent: bool,
+        problem_details: bool,
     ) -> Self {
         Self {
             inner: Arc::new(Inner {
@@ -102,6 +106,7 @@ impl RateLimitResponder {
                 admitted,
                 retry_after_ms,
                 silent,
+                problem_details,
                 log: RequestLog::new(),
             }),
         }
@@ -178,9 +183,14 @@ impl RateLimitResponder {
         let wait = by.decision.retry_after.unwrap_or(by.decision.reset);
         // Never "0": a client told to wait 0 s would come straight back.
         let seconds = retry_after_seconds(wait).max(1);
-        let mut response = ResponseTemplate::new(429)
-            .insert_header(http::header::RETRY_AFTER, seconds)
-            .set_body_json(too_many_requests_body(by, seconds));
+        let response = ResponseTemplate::new(429);
+        let mut response = if self.inner.problem_details {
+            let body = quota_exceeded_problem(by, seconds).to_string();
+            response.set_body_raw(body, "application/problem+json")
+        } else {
+            response.set_body_json(too_many_requests_body(by, seconds))
+        }
+        .insert_header(http::header::RETRY_AFTER, seconds);
         if self.inner.retry_after_ms {
             let (name, value) = render_retry_after_ms(wait.max(Duration::from_millis(1)));
             response = response.insert_header(name, value);
@@ -205,6 +215,7 @@ impl RateLimitResponder {
             remaining: d.decision.remaining,
             reset: d.decision.reset,
             window: d.layer.window(),
+            partition_key: stated_partition_key(d),
         };
         let first = [quota(stated)];
         let every: Vec<QuotaState> = first
@@ -334,6 +345,34 @@ fn too_many_requests_body(by: &Decided<'_>, retry_after: u64) -> serde_json::Val
     })
 }
 
+/// The draft-11 problem details of a 429: type `quota-exceeded`, the layer as the violated
+/// policy (the name its `RateLimit-Policy` item has), and the same fields as the plain body.
+fn quota_exceeded_problem(by: &Decided<'_>, retry_after: u64) -> serde_json::Value {
+    let plain = too_many_requests_body(by, retry_after);
+    serde_json::json!({
+        "type": "https://iana.org/assignments/http-problem-types#quota-exceeded",
+        "title": "Quota exceeded",
+        "status": 429,
+        "detail": plain["message"],
+        "violated-policies": [by.layer.name()],
+        "retry_after": retry_after,
+    })
+}
+
+/// The `pk` of a layer's quota: none for a global layer (one quota for all), else the first
+/// 8 bytes of SHA-256 over the layer's name and the request's key, so the header tells clients
+/// apart without echoing an address or an API key.
+fn stated_partition_key(decided: &Decided<'_>) -> Option<Vec<u8>> {
+    if *decided.layer.partition() == Partition::Global {
+        return None;
+    }
+    let mut hasher = Sha256::new();
+    hasher.update(decided.layer.name().as_bytes());
+    hasher.update([0]);
+    hasher.update(decided.key.as_bytes());
+    Some(hasher.finalize()[..8].to_vec())
+}
+
 fn unavailable_body(layer: &Layer, error: &LayerError) -> serde_json::Value {
     let mut cause = error.to_string();
     let mut source = error.source();
@@ -369,7 +408,6 @@ impl fmt::Debug for RateLimitResponder {
 mod tests {
     use super::*;
     use crate::limiter::FixedWindow;
-    use crate::mock::Partition;
     use crate::time::ManualClock;
 
     fn decided(layer: &Layer, remaining: u64, limit: u64) -> Decided<'_> {

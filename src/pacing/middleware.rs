@@ -6,11 +6,17 @@ use reqwest_middleware::{Middleware, Next};
 
 use super::key::{PartitionKey, PerHost};
 use super::pacer::Pacer;
+use super::problem_body::with_problem_details;
 use crate::headers::RateLimitInfo;
 use crate::time::{DrawnWait, RequestDeadline, RequestJitter};
 
 /// Paces every attempt of a request: awaits a permit for the request's partition key, sends,
 /// then feeds the response's [`RateLimitInfo`] back to the [`Pacer`].
+///
+/// A 429 or 503 with a small `application/problem+json` body (of known length, up to
+/// [`PROBLEM_BODY_LIMIT`](crate::headers::PROBLEM_BODY_LIMIT)) also gets its
+/// [`ProblemDetails`](crate::headers::ProblemDetails) in its extensions: the body is read
+/// once and given back to the caller byte for byte. Other bodies are not touched.
 ///
 /// Put it under the retry middleware so that retries are paced too. On a 429 it tells the
 /// retry layer, through the response's extensions, the pause it put on the key, drawn once
@@ -99,7 +105,11 @@ impl Middleware for PacingMiddleware {
             .await
             .map_err(reqwest_middleware::Error::middleware)?;
         let jitter = extensions.get::<RequestJitter>().map(|j| j.0);
-        let mut response = next.run(request, extensions).await?;
+        let response = next.run(request, extensions).await?;
+        // Before anyone looks: the pacer and the caller both read the details from here.
+        let mut response = with_problem_details(response)
+            .await
+            .map_err(reqwest_middleware::Error::Reqwest)?;
         let status = response.status();
         let held = permit
             .finish_with(status, RateLimitInfo::of_response(&mut response), jitter)

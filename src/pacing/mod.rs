@@ -102,6 +102,7 @@ mod local;
 mod middleware;
 mod pacer;
 mod permit;
+mod problem_body;
 mod shared;
 #[cfg(test)]
 mod test_waiters;
