@@ -76,6 +76,28 @@ mod boundary_burst_demo {
         );
     }
 
+    /// The README's table and the demos' row quote these figures: computed here, not copied.
+    #[test]
+    fn the_readme_quotes_the_figures_the_code_gives() {
+        let readme = include_str!("../README.md");
+        let readme_name = |name: &str| name.replace("sliding ", "sliding window ");
+        for algorithm in Algorithm::ALL {
+            let admitted = boundary_burst::admitted_in_memory(algorithm);
+            let name = readme_name(algorithm.name());
+            let row = readme
+                .lines()
+                .find(|line| line.starts_with(&format!("| {name} ")))
+                .unwrap_or_else(|| panic!("no README row for {name}"));
+            let cells: Vec<&str> = row.split('|').map(str::trim).collect();
+            assert_eq!(cells[2], admitted.to_string(), "README row: {row}");
+            let quoted = format!("{} {admitted}", algorithm.name());
+            assert!(
+                readme.contains(&quoted),
+                "the demos' table should say {quoted:?}"
+            );
+        }
+    }
+
     #[test]
     fn scaled_to_a_six_second_window_the_figures_are_the_same() {
         // What the Redis run relies on: only the ratios matter.
