@@ -1,6 +1,5 @@
 //! The retry middleware against wiremock servers: what is retried, how long it waits, and what
 //! the caller gets back when it gives up.
-mod support;
 
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
@@ -14,9 +13,10 @@ use reqwest_polite::retry::{
     Backoff, Classify, DefaultClassifier, Jitter, RequestFacts, RetryBudget, RetryError,
     RetryMiddleware, RetryOverride, RetryPolicy, RetryReason, Sleeper, Verdict, classify_error,
 };
-use support::closed_port;
 use wiremock::matchers::{any, header, header_exists, method, path};
 use wiremock::{Mock, MockServer, ResponseTemplate};
+
+use crate::support::closed_port;
 
 /// Records each wait the middleware asks for and returns at once.
 #[derive(Clone, Default)]

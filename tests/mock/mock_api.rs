@@ -2,8 +2,6 @@
 //! memory through a cloned layer, or through Redis), `retry-after-ms`, mounting beside other
 //! mocks, and configuration errors.
 
-mod support;
-
 use std::time::Duration;
 
 use reqwest_polite::RateLimitInfo;
@@ -11,9 +9,10 @@ use reqwest_polite::headers::HeaderDialect;
 use reqwest_polite::limiter::redis::{BlockingRedisLimiter, BlockingRedisStore, RedisOptions};
 use reqwest_polite::limiter::{FixedWindow, ManualClock, Rate, TokenBucket};
 use reqwest_polite::mock::{Layer, MockConfigError, Partition, RateLimitedApi, Verdict};
-use support::{CENTURY, RedisServer};
 use wiremock::matchers::{method, path};
 use wiremock::{Mock, MockServer, ResponseTemplate};
+
+use crate::support::{CENTURY, RedisServer};
 
 const MINUTE: Duration = Duration::from_secs(60);
 // Counting tests on the wall clock (the shorthand layers, Redis) use support::CENTURY: with a

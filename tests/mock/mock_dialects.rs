@@ -2,8 +2,6 @@
 //! parser; its `Retry-After`; its request log; independent partition keys; and what a layer
 //! whose Redis is down or silent answers.
 
-mod support;
-
 use std::net::{Ipv4Addr, TcpListener};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -14,7 +12,8 @@ use reqwest_polite::headers::HeaderDialect;
 use reqwest_polite::limiter::redis::{BlockingRedisLimiter, BlockingRedisStore, RedisOptions};
 use reqwest_polite::limiter::{Decision, FixedWindow, ManualClock, RateLimiter};
 use reqwest_polite::mock::{Layer, Partition, RateLimitedApi, RateLimitedServer, Verdict};
-use support::{CENTURY, RedisServer};
+
+use crate::support::{CENTURY, RedisServer};
 
 const MINUTE: Duration = Duration::from_secs(60);
 const ALL_DIALECTS: [HeaderDialect; 3] = [

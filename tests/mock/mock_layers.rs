@@ -3,8 +3,6 @@
 //! that order. Each layer is driven to its limit while the other two stay far from theirs, and
 //! the exact header values, the 429 and its body are checked.
 
-mod support;
-
 use std::panic::AssertUnwindSafe;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -16,7 +14,8 @@ use reqwest_polite::headers::{HeaderDialect, PolicySource};
 use reqwest_polite::limiter::redis::{BlockingRedisLimiter, BlockingRedisStore, RedisOptions};
 use reqwest_polite::limiter::{FixedWindow, ManualClock};
 use reqwest_polite::mock::{Layer, LoggedRequest, Partition, RateLimitedApi, RateLimitedServer};
-use support::RedisServer;
+
+use crate::support::RedisServer;
 
 const MINUTE: Duration = Duration::from_secs(60);
 const HOUR: Duration = Duration::from_secs(3600);

@@ -2,7 +2,6 @@
 //! `redis-server` on 127.0.0.1). Round trips fall to 1/K per request while the shared bucket
 //! has tokens to spare; the processes together may run ahead of the quota by at most
 //! K × processes requests.
-mod support;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -10,7 +9,8 @@ use std::time::{Duration, Instant};
 
 use reqwest_polite::limiter::redis::{RedisOptions, RedisStore};
 use reqwest_polite::pacing::{Pacer, PacingMode, RequestRate, SharedBucket, StoreFailure};
-use support::RedisServer;
+
+use crate::support::RedisServer;
 
 const RATE: u32 = 200;
 const BURST: u32 = 20;

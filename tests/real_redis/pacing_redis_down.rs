@@ -1,7 +1,6 @@
 //! Redis killed in the middle of a run, then restarted (real `redis-server` on 127.0.0.1):
 //! no panic, no acquire waits past the command timeout plus its own pacing, each failure
 //! policy does what it says, and the pacer is back on the shared bucket within 1 s.
-mod support;
 
 use std::time::{Duration, Instant};
 
@@ -10,7 +9,8 @@ use reqwest_polite::limiter::redis::{RedisLimitError, RedisOptions, RedisStore};
 use reqwest_polite::pacing::{
     Pacer, PacingError, PacingMode, RequestRate, SharedBucket, StoreError, StoreFailure,
 };
-use support::RedisServer;
+
+use crate::support::RedisServer;
 
 const RATE: u32 = 50;
 const COMMAND_TIMEOUT: Duration = Duration::from_millis(50);

@@ -1,7 +1,6 @@
 //! A quota shared by many processes through Redis (real `redis-server`, 127.0.0.1): eight
 //! clients on eight connections hold one rate; local buckets alone would admit eight times it.
 //! Redis Cluster holds the quota too, and skewed client clocks do not matter.
-mod support;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -13,7 +12,8 @@ use reqwest_polite::limiter::redis::{RedisLimiter, RedisOptions, RedisStore};
 use reqwest_polite::pacing::{
     Pacer, PacingMode, RequestRate, SharedBucket, StoreFailure, TokioClock,
 };
-use support::{RedisCluster, RedisServer};
+
+use crate::support::{RedisCluster, RedisServer};
 
 const RATE: u32 = 100;
 /// A few tokens of slack: with a burst of 1, every millisecond a timer fires late is lost.

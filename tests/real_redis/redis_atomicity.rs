@@ -3,7 +3,6 @@
 //! connections racing for the last units of a quota are admitted exactly as many times as
 //! units were left, every time. A naive GET-then-SET limiter, the counterexample, over-admits
 //! under the same race.
-mod support;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -11,8 +10,9 @@ use std::time::{Duration, Instant};
 use redis::AsyncCommands;
 use redis::aio::ConnectionManager;
 use reqwest_polite::limiter::redis::{RedisLimiter, RedisOptions, RedisStore};
-use support::{CENTURY, RedisServer};
 use tokio::sync::Barrier;
+
+use crate::support::{CENTURY, RedisServer};
 
 const RACERS: usize = 20;
 const REPETITIONS: usize = 1_000;

@@ -1,6 +1,5 @@
 //! A down, stopped or stalled Redis gives an error value in bounded time, never a hang or a
 //! panic, and limiters work again soon after Redis comes back.
-mod support;
 
 use std::time::{Duration, Instant};
 
@@ -8,7 +7,8 @@ use reqwest_polite::limiter::redis::{
     BlockingRedisLimiter, BlockingRedisStore, RedisLimitError, RedisLimiter, RedisOptions,
     RedisStore,
 };
-use support::{RedisCluster, RedisServer, closed_port};
+
+use crate::support::{RedisCluster, RedisServer, closed_port};
 
 /// Generous upper bound for "within the command timeout (50 ms) plus a margin": real sockets
 /// on a machine that may be busy with other test binaries. A call that waited for a stalled

@@ -1,5 +1,4 @@
 //! The Redis limiters against a real `redis-server` and a real 3-master Redis Cluster.
-mod support;
 
 use std::time::{Duration, SystemTime};
 
@@ -8,7 +7,8 @@ use reqwest_polite::limiter::redis::{
     ServerDecision,
 };
 use reqwest_polite::limiter::{Decision, ManualClock, Rate, RateLimiter, TokenBucket};
-use support::{CENTURY, RedisCluster, RedisServer};
+
+use crate::support::{CENTURY, RedisCluster, RedisServer};
 
 const HOUR: Duration = Duration::from_secs(3600);
 const DAY: Duration = Duration::from_secs(86_400);

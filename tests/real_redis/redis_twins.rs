@@ -6,7 +6,6 @@
 //! epoch; both align windows to that epoch) before it decides. So the twins see the same
 //! instants: `allowed` and `remaining` must agree exactly; `reset` and `retry_after` within
 //! 5 µs (the scripts count in µs and floats, the twins in ns and integers).
-mod support;
 
 use std::time::{Duration, SystemTime};
 
@@ -17,7 +16,8 @@ use reqwest_polite::limiter::{
     Decision, FixedWindow, ManualClock, RateLimiter, SlidingWindowCounter, SlidingWindowLog,
     TokenBucket,
 };
-use support::{RedisCluster, RedisServer};
+
+use crate::support::{RedisCluster, RedisServer};
 
 const LIMIT: u64 = 5;
 const WINDOW: Duration = Duration::from_millis(100);

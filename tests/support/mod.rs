@@ -2,7 +2,9 @@
 //! (killed with the test process, their files removed), loopback ports, header maps, and
 //! windows no test crosses a boundary of.
 //!
-//! A test file uses them with `mod support;`. Not every file uses every helper.
+//! Each test binary (a folder under `tests/`) declares it once in its `main.rs`, with
+//! `#[path = "../support/mod.rs"] mod support;`, and its modules use `crate::support::…`. Not
+//! every binary uses every helper.
 #![allow(dead_code, unused_imports)]
 
 mod headers;

@@ -1,5 +1,6 @@
-//! Free loopback ports. Test files run as parallel processes, so a port is found by binding
-//! port 0 (the kernel picks an unused one) and callers retry when a server loses the race.
+//! Free loopback ports. Tests run in parallel threads, and test binaries beside other
+//! processes, so a port is found by binding port 0 (the kernel picks an unused one) and callers
+//! retry when a server loses the race.
 
 use std::net::{Ipv4Addr, TcpListener};
 

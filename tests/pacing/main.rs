@@ -1,0 +1,13 @@
+//! The pacer in a client over real sockets (wiremock on 127.0.0.1): learning the quota from
+//! the crate's rate-limited mock (hence the `mock` feature), the gate a 429 closes, and the
+//! middleware's errors.
+//!
+//! Tests whose assertions are real-time measurements take `support::real_time()`, so that
+//! they measure the pacer rather than each other, as when each file was its own process.
+
+#[path = "../support/mod.rs"]
+mod support;
+
+mod pacing_gate;
+mod pacing_learning;
+mod pacing_middleware;
