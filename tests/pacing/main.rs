@@ -2,8 +2,9 @@
 //! the crate's rate-limited mock (hence the `mock` feature), the gate a 429 closes, and the
 //! middleware's errors.
 //!
-//! Tests whose assertions are real-time measurements take `support::real_time()`, so that
-//! they measure the pacer rather than each other, as when each file was its own process.
+//! Tests whose assertions are real-time measurements take their file's turn
+//! (`support::take_turn`): as when each file was its own binary, they never run beside another
+//! file's tests, so they measure the pacer rather than each other on a 2-core machine.
 
 #[path = "../support/mod.rs"]
 mod support;

@@ -7,6 +7,8 @@ use reqwest_polite::pacing::{Pacer, PacingError, PacingMiddleware, PacingMode, R
 use wiremock::matchers::any;
 use wiremock::{Mock, MockServer, ResponseTemplate};
 
+use crate::support::take_turn;
+
 async fn server() -> MockServer {
     let server = MockServer::start().await;
     Mock::given(any())
@@ -107,6 +109,7 @@ async fn requests_to_other_hosts_and_ports_are_paced_apart_by_default() {
 
 #[tokio::test]
 async fn the_retry_deadline_bounds_the_wait_for_a_permit() {
+    let _turn = take_turn(module_path!()).await;
     let server = server().await;
     let pacer = Pacer::builder()
         .rate(RequestRate::new(1, Duration::from_secs(10)).unwrap())

@@ -2,10 +2,10 @@
 //! `support` on free loopback ports): the Redis limiters, shared pacing and leases, outages,
 //! and the cleanup of servers left by a killed test process.
 //!
-//! Tests whose assertions are real-time measurements (rates within 5%, bounded acquires) and
-//! those that load the machine (the script races) take `support::real_time()`: on a 2-core
-//! machine they would otherwise measure each other. When each file was its own process, such
-//! tests only ever ran beside tests of their own file; now they run one at a time.
+//! Every test takes its file's turn (`support::take_turn`), so the files run one after another
+//! as when each was its own binary: the measurements (rates within 5%, acquires bounded to
+//! 150 ms, outages) never run beside another file's load (the script races, cluster starts).
+//! The merge saves the links and changes no test's neighbours.
 
 #[path = "../support/mod.rs"]
 mod support;

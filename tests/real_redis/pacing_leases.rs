@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use reqwest_polite::limiter::redis::{RedisOptions, RedisStore};
 use reqwest_polite::pacing::{Pacer, PacingMode, RequestRate, SharedBucket, StoreFailure};
 
-use crate::support::RedisServer;
+use crate::support::{RedisServer, take_turn};
 
 const RATE: u32 = 200;
 const BURST: u32 = 20;
@@ -106,6 +106,7 @@ fn assert_gate_reads_bounded(run: &Run) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn with_tokens_to_spare_a_lease_of_k_costs_one_take_per_k_requests() {
+    let _turn = take_turn(module_path!()).await;
     // Each process works at 40 per second: 160 together, under the shared 200, and the
     // bucket starts with a lease for everyone.
     let own = RequestRate::per_second(40).unwrap().with_burst(2);
@@ -129,6 +130,7 @@ async fn with_tokens_to_spare_a_lease_of_k_costs_one_take_per_k_requests() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn saturated_processes_overshoot_by_at_most_k_each_and_take_turns() {
+    let _turn = take_turn(module_path!()).await;
     let run = run("saturated", BURST, None).await;
     let quota = f64::from(BURST) + f64::from(RATE) * RUN.as_secs_f64();
     let bound = quota + f64::from(LEASE) * PROCESSES as f64;

@@ -13,7 +13,7 @@ use reqwest_polite::pacing::{
     Pacer, PacingMode, RequestRate, SharedBucket, StoreFailure, TokioClock,
 };
 
-use crate::support::{RedisCluster, RedisServer};
+use crate::support::{RedisCluster, RedisServer, take_turn};
 
 const RATE: u32 = 100;
 /// A few tokens of slack: with a burst of 1, every millisecond a timer fires late is lost.
@@ -94,6 +94,7 @@ fn assert_near(admitted: u64, expected: f64, what: &str) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn eight_clients_on_eight_connections_share_one_rate() {
+    let _turn = take_turn(module_path!()).await;
     let redis = RedisServer::start();
     let mut pacers = Vec::new();
     for _ in 0..CLIENTS {
@@ -108,6 +109,7 @@ async fn eight_clients_on_eight_connections_share_one_rate() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn eight_clients_with_local_buckets_only_admit_eight_times_the_rate() {
+    let _turn = take_turn(module_path!()).await;
     let pacers = (0..CLIENTS)
         .map(|_| Pacer::builder().rate(rate()).mode(wait_mode()).build())
         .collect();
@@ -119,6 +121,7 @@ async fn eight_clients_with_local_buckets_only_admit_eight_times_the_rate() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn redis_cluster_holds_the_quota_of_each_key() {
+    let _turn = take_turn(module_path!()).await;
     let cluster = RedisCluster::start();
     let urls = cluster.urls();
     let urls: Vec<&str> = urls.iter().map(String::as_str).collect();
@@ -148,6 +151,7 @@ impl Clock for SkewedClock {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn clients_whose_clocks_differ_by_five_seconds_share_one_bucket() {
+    let _turn = take_turn(module_path!()).await;
     let redis = RedisServer::start();
     let mut pacers = Vec::new();
     for ahead in [Duration::ZERO, Duration::from_secs(5)] {
@@ -184,6 +188,7 @@ async fn clients_whose_clocks_differ_by_five_seconds_share_one_bucket() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_thousand_waiters_cost_one_round_trip_and_leave_the_tokens_as_they_were() {
+    let _turn = take_turn(module_path!()).await;
     let redis = RedisServer::start();
     let options = RedisOptions::default().with_command_timeout(Duration::from_millis(500));
     let store = RedisStore::standalone(&redis.url(), options).await.unwrap();

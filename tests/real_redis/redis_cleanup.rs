@@ -13,7 +13,7 @@ use std::process::{Command, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use crate::support::{RedisCluster, RedisServer};
+use crate::support::{RedisCluster, RedisServer, take_turn_blocking};
 
 const TEST_NAME: &str = "a_killed_test_process_leaves_no_redis_server_and_no_files";
 /// Set in the victim's environment: there, the test starts servers and waits to be killed.
@@ -26,6 +26,7 @@ const CLEANUP_LIMIT: Duration = Duration::from_secs(10);
 
 #[test]
 fn a_killed_test_process_leaves_no_redis_server_and_no_files() {
+    let _turn = take_turn_blocking(module_path!());
     if std::env::var_os(VICTIM).is_some() {
         be_the_victim();
         return;

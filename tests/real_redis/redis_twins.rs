@@ -17,7 +17,7 @@ use reqwest_polite::limiter::{
     TokenBucket,
 };
 
-use crate::support::{RedisCluster, RedisServer};
+use crate::support::{RedisCluster, RedisServer, take_turn};
 
 const LIMIT: u64 = 5;
 const WINDOW: Duration = Duration::from_millis(100);
@@ -151,6 +151,7 @@ async fn assert_twins_agree(store: &RedisStore, seed: u64) {
 
 #[tokio::test]
 async fn redis_limiters_agree_with_their_in_memory_twins_on_standalone_redis() {
+    let _turn = take_turn(module_path!()).await;
     let server = RedisServer::start();
     let store = RedisStore::standalone(
         &server.url(),
@@ -169,6 +170,7 @@ async fn redis_limiters_agree_with_their_in_memory_twins_on_standalone_redis() {
 
 #[tokio::test]
 async fn redis_limiters_agree_with_their_in_memory_twins_on_redis_cluster() {
+    let _turn = take_turn(module_path!()).await;
     let cluster = RedisCluster::start();
     let urls = cluster.urls();
     let urls: Vec<&str> = urls.iter().map(String::as_str).collect();

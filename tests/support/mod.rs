@@ -1,6 +1,6 @@
 //! Shared helpers for integration tests: real `redis-server` processes on free loopback ports
-//! (killed with the test process, their files removed), loopback ports, header maps, and
-//! windows no test crosses a boundary of.
+//! (killed with the test process, their files removed), loopback ports, header maps, windows
+//! no test crosses a boundary of, and turns between the files of a test binary.
 //!
 //! Each test binary (a folder under `tests/`) declares it once in its `main.rs`, with
 //! `#[path = "../support/mod.rs"] mod support;`, and its modules use `crate::support::…`. Not
@@ -15,6 +15,7 @@ mod process;
 mod redis_cluster;
 #[cfg(feature = "redis")]
 mod redis_server;
+mod turns;
 mod windows;
 
 pub use headers::{collect_headers, header_map};
@@ -26,4 +27,5 @@ pub use process::temp_root;
 pub use redis_cluster::RedisCluster;
 #[cfg(feature = "redis")]
 pub use redis_server::RedisServer;
+pub use turns::{Turn, take_turn, take_turn_blocking};
 pub use windows::CENTURY;
