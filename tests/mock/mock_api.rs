@@ -12,23 +12,16 @@ use reqwest_polite::mock::{Layer, MockConfigError, Partition, RateLimitedApi, Ve
 use wiremock::matchers::{method, path};
 use wiremock::{Mock, MockServer, ResponseTemplate};
 
-use crate::support::{CENTURY, RedisServer};
+use crate::support::{CENTURY, RedisServer, bare_client};
 
 const MINUTE: Duration = Duration::from_secs(60);
 // Counting tests on the wall clock (the shorthand layers, Redis) use support::CENTURY: with a
 // minute, a run across a minute boundary would admit twice.
 
-fn client() -> reqwest::Client {
-    reqwest::Client::builder()
-        .timeout(Duration::from_secs(10))
-        .build()
-        .unwrap()
-}
-
 #[tokio::test]
 async fn concurrent_requests_get_exactly_the_quota() {
     let api = RateLimitedApi::global(20, CENTURY).start().await.unwrap();
-    let client = client();
+    let client = bare_client();
     let requests = (0..50).map(|_| client.get(api.uri()).send());
     let statuses: Vec<u16> = futures::future::join_all(requests)
         .await
@@ -57,7 +50,7 @@ async fn servers_given_clones_of_one_layer_share_its_quota() {
         .await
         .unwrap();
     let west = RateLimitedApi::new().layer(shared).start().await.unwrap();
-    let client = client();
+    let client = bare_client();
     let mut statuses = Vec::new();
     for uri in [east.uri(), west.uri(), east.uri(), west.uri()] {
         statuses.push(client.get(uri).send().await.unwrap().status().as_u16());
@@ -80,7 +73,7 @@ async fn servers_on_one_redis_share_a_quota() {
             .unwrap()
     };
     let (one, two) = (start().await, start().await);
-    let client = client();
+    let client = bare_client();
     let send = |uri: String, key: &'static str| client.get(uri).header("x-api-key", key).send();
 
     let first = send(one.uri(), "k").await.unwrap();
@@ -108,7 +101,7 @@ async fn retry_after_ms_tells_sub_second_waits_rounded_up_to_the_millisecond() {
         .start()
         .await
         .unwrap();
-    let client = client();
+    let client = bare_client();
     assert_eq!(client.get(api.uri()).send().await.unwrap().status(), 200);
 
     for (at, millis, seconds) in [
@@ -143,7 +136,7 @@ async fn a_bucket_layer_states_its_capacity_and_refill_time() {
         .start()
         .await
         .unwrap();
-    let client = client();
+    let client = bare_client();
     let mut items = Vec::new();
     for _ in 0..5 {
         let response = client.get(api.uri()).send().await.unwrap();
@@ -176,7 +169,7 @@ async fn a_mounted_api_answers_only_what_its_matcher_matches() {
         .mount(&server, Mock::given(method("POST")).and(path("/orders")))
         .await
         .unwrap();
-    let client = client();
+    let client = bare_client();
     let url = format!("{}/orders", server.uri());
 
     let created = client.post(&url).header("x-api-key", "k").send().await;
@@ -208,7 +201,7 @@ async fn a_request_no_layer_applies_to_is_admitted_without_quota_headers() {
         .start()
         .await
         .unwrap();
-    let response = client().get(api.uri()).send().await.unwrap();
+    let response = bare_client().get(api.uri()).send().await.unwrap();
     assert_eq!(response.status(), 200);
     assert!(!response.headers().contains_key("ratelimit"));
     let logged = api.log().pop().unwrap();

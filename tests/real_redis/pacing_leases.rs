@@ -3,14 +3,12 @@
 //! has tokens to spare; the processes together may run ahead of the quota by at most
 //! K × processes requests.
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use reqwest_polite::limiter::redis::{RedisOptions, RedisStore};
 use reqwest_polite::pacing::{Pacer, PacingMode, RequestRate, SharedBucket, StoreFailure};
 
-use crate::support::{RedisServer, take_turn};
+use crate::support::{RedisServer, acquire_until, take_turn};
 
 const RATE: u32 = 200;
 const BURST: u32 = 20;
@@ -47,41 +45,22 @@ async fn run(name: &str, burst: u32, own_rate: Option<RequestRate>) -> Run {
         }
         pacers.push(builder.build());
     }
-    let admitted = Arc::new(AtomicU64::new(0));
     let deadline = Instant::now() + RUN;
     let clients: Vec<_> = pacers
         .iter()
-        .cloned()
-        .map(|pacer| {
-            let admitted = admitted.clone();
-            tokio::spawn(async move {
-                let (mut mine, mut longest) = (0, Duration::ZERO);
-                loop {
-                    let asked = Instant::now();
-                    let permit = pacer.acquire("k", 1).await.unwrap();
-                    if Instant::now() > deadline {
-                        break;
-                    }
-                    longest = longest.max(asked.elapsed());
-                    mine += 1;
-                    admitted.fetch_add(1, Ordering::SeqCst);
-                    drop(permit);
-                    tokio::task::yield_now().await;
-                }
-                (mine, longest)
-            })
-        })
+        .map(|pacer| tokio::spawn(acquire_until(pacer.clone(), "k", deadline)))
         .collect();
     let mut per_process = Vec::new();
     for client in clients {
-        per_process.push(client.await.unwrap());
+        let acquired = client.await.unwrap();
+        per_process.push((acquired.admitted, acquired.longest_wait));
     }
     let (takes, gate_reads) = pacers.iter().fold((0, 0), |(t, g), p| {
         let calls = p.shared_calls();
         (t + calls.takes, g + calls.gate_reads)
     });
     let run = Run {
-        admitted: admitted.load(Ordering::SeqCst),
+        admitted: per_process.iter().map(|&(admitted, _)| admitted).sum(),
         takes,
         gate_reads,
         per_process,

@@ -2,8 +2,6 @@
 //! clients on eight connections hold one rate; local buckets alone would admit eight times it.
 //! Redis Cluster holds the quota too, and skewed client clocks do not matter.
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use reqwest_polite::RateLimitInfo;
@@ -13,7 +11,7 @@ use reqwest_polite::pacing::{
     Pacer, PacingMode, RequestRate, SharedBucket, StoreFailure, TokioClock,
 };
 
-use crate::support::{RedisCluster, RedisServer, take_turn};
+use crate::support::{RedisCluster, RedisServer, acquire_until, take_turn};
 
 const RATE: u32 = 100;
 /// A few tokens of slack: with a burst of 1, every millisecond a timer fires late is lost.
@@ -23,32 +21,17 @@ const CLIENTS: usize = 8;
 
 /// Eight clients acquire in a loop for `RUN`; returns how many permits they got in total.
 async fn admitted_by(pacers: Vec<Pacer>, keys: &[&'static str], run: Duration) -> u64 {
-    let admitted = Arc::new(AtomicU64::new(0));
     let deadline = Instant::now() + run;
     let clients: Vec<_> = pacers
         .into_iter()
         .enumerate()
-        .map(|(i, pacer)| {
-            let admitted = admitted.clone();
-            let key = keys[i % keys.len()];
-            tokio::spawn(async move {
-                loop {
-                    let permit = pacer.acquire(key, 1).await.unwrap();
-                    if Instant::now() > deadline {
-                        break;
-                    }
-                    admitted.fetch_add(1, Ordering::SeqCst);
-                    drop(permit);
-                    // Stands for the request: a client that never yields would starve the rest.
-                    tokio::task::yield_now().await;
-                }
-            })
-        })
+        .map(|(i, pacer)| tokio::spawn(acquire_until(pacer, keys[i % keys.len()], deadline)))
         .collect();
+    let mut admitted = 0;
     for client in clients {
-        client.await.unwrap();
+        admitted += client.await.unwrap().admitted;
     }
-    admitted.load(Ordering::SeqCst)
+    admitted
 }
 
 fn rate() -> RequestRate {

@@ -1,12 +1,15 @@
 //! Shared helpers for integration tests: real `redis-server` processes on free loopback ports
 //! (killed with the test process, their files removed), loopback ports, header maps, windows
-//! no test crosses a boundary of, and turns between the files of a test binary.
+//! no test crosses a boundary of, a plain client, a pacer's acquire loop, and turns between the
+//! files of a test binary.
 //!
 //! Each test binary (a folder under `tests/`) declares it once in its `main.rs`, with
 //! `#[path = "../support/mod.rs"] mod support;`, and its modules use `crate::support::…`. Not
 //! every binary uses every helper.
 #![allow(dead_code, unused_imports)]
 
+mod acquire;
+mod clients;
 mod headers;
 mod ports;
 #[cfg(feature = "redis")]
@@ -18,8 +21,10 @@ mod redis_server;
 mod turns;
 mod windows;
 
+pub use acquire::{Acquired, acquire_until};
+pub use clients::bare_client;
 pub use headers::{collect_headers, header_map};
-pub use ports::{closed_port, free_port};
+pub use ports::{closed_port, free_port, silent_listener};
 // The Redis servers talk to their children with the `redis` crate, there only with the feature.
 #[cfg(feature = "redis")]
 pub use process::temp_root;

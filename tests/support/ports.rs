@@ -31,3 +31,9 @@ pub(crate) fn free_cluster_port() -> u16 {
 pub fn closed_port() -> u16 {
     free_port()
 }
+
+/// A loopback listener that never answers: the kernel accepts connections into its backlog,
+/// nothing reads them. A client's connect succeeds and its command times out.
+pub fn silent_listener() -> TcpListener {
+    TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).expect("cannot bind any loopback port")
+}
