@@ -471,18 +471,38 @@ mod thundering_herd_demo {
         let herds = herds().await;
         for variant in [Variant::NoJitter, Variant::Symmetric, Variant::NotBefore] {
             let herd = herd(herds, variant);
-            assert_eq!(
-                herd.seed_criteria(),
-                Some(Ok(())),
-                "{}: {herd:#?}",
-                variant.name()
-            );
+            // The no-jitter criterion, in real time, is checked below against this run.
+            if variant != Variant::NoJitter {
+                assert_eq!(
+                    herd.seed_criteria(),
+                    Some(Ok(())),
+                    "{}: {herd:#?}",
+                    variant.name()
+                );
+            }
             assert_eq!((herd.retried(), herd.failed), (20, 0));
         }
 
-        // Without jitter: all 20 together, none before the server's time.
+        // Without jitter: all 20 together, none before the server's time. "Together" is the
+        // seed's 20 ms on an idle machine; here it is measured against the jittered herds of
+        // the same run, an order of magnitude wider. Every client waits exactly 2 s, so the
+        // spread the server sees is how long this machine takes to wake 20 clients and serve
+        // their retries: 1-5 ms idle, up to 12 ms beside three busy loops, 24 ms seen in 3 of
+        // ~12 runs beside parallel builds. The seeded ±10% and +0-20% herds spread over about
+        // 380 ms (the draws are fixed; real time adds little), so the bound is about 48 ms.
+        // Jitter of ±2% or more on the no-jitter clients (80 ms wide) fails it, and so does
+        // a jittered herd left unjittered (its spread falls to the herd's, and under 200 ms).
         let none = herd(herds, Variant::NoJitter);
-        assert!(none.spread() <= Duration::from_millis(20), "{none:#?}");
+        let narrowest_jittered = [Variant::Symmetric, Variant::NotBefore]
+            .map(|variant| herd(herds, variant).spread())
+            .into_iter()
+            .min()
+            .unwrap();
+        assert!(
+            none.spread() * 8 <= narrowest_jittered,
+            "no jitter spread {:?}, not under 1/8 of the jittered {narrowest_jittered:?}: {none:#?}",
+            none.spread()
+        );
         assert_eq!(none.early(), 0);
         assert!(none.shortest_wait().unwrap() >= RETRY_AFTER);
 

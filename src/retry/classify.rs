@@ -127,7 +127,7 @@ impl Classify for DefaultClassifier {
 /// What hyper (under reqwest) says when the connection went with the request in flight: the
 /// peer hung up before the response was complete, the request was dropped with its
 /// connection, the connection's task is gone. Read as text through `std::error::Error`, so no
-/// copy of hyper of our own has to match reqwest's for a downcast; `tests/retry.rs` hangs up
+/// copy of hyper of our own has to match reqwest's for a downcast; `tests/basics/retry.rs` hangs up
 /// on real requests, so a reworded message fails a test instead of silently ending retries.
 const CONNECTION_LOST: [&str; 3] = [
     "connection closed before message completed",

@@ -1,10 +1,15 @@
 //! Shared helpers for integration tests: real `redis-server` processes on free loopback ports
 //! (killed with the test process, their files removed), loopback ports, header maps, rates,
-//! and windows no test crosses a boundary of.
+//! windows no test crosses a boundary of, a plain client, a pacer's acquire loop, and turns
+//! between the files of a test binary.
 //!
-//! A test file uses them with `mod support;`. Not every file uses every helper.
+//! Each test binary (a folder under `tests/`) declares it once in its `main.rs`, with
+//! `#[path = "../support/mod.rs"] mod support;`, and its modules use `crate::support::…`. Not
+//! every binary uses every helper.
 #![allow(dead_code, unused_imports)]
 
+mod acquire;
+mod clients;
 mod headers;
 mod ports;
 #[cfg(feature = "redis")]
@@ -14,10 +19,13 @@ mod rates;
 mod redis_cluster;
 #[cfg(feature = "redis")]
 mod redis_server;
+mod turns;
 mod windows;
 
+pub use acquire::{Acquired, acquire_until};
+pub use clients::bare_client;
 pub use headers::{collect_headers, header_map};
-pub use ports::{closed_port, free_port};
+pub use ports::{closed_port, free_port, silent_listener};
 pub use rates::{nz, refill};
 // The Redis servers talk to their children with the `redis` crate, there only with the feature.
 #[cfg(feature = "redis")]
@@ -26,4 +34,5 @@ pub use process::temp_root;
 pub use redis_cluster::RedisCluster;
 #[cfg(feature = "redis")]
 pub use redis_server::RedisServer;
+pub use turns::{Turn, take_turn, take_turn_blocking};
 pub use windows::CENTURY;

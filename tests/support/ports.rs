@@ -1,5 +1,6 @@
-//! Free loopback ports. Test files run as parallel processes, so a port is found by binding
-//! port 0 (the kernel picks an unused one) and callers retry when a server loses the race.
+//! Free loopback ports. Tests run in parallel threads, and test binaries beside other
+//! processes, so a port is found by binding port 0 (the kernel picks an unused one) and callers
+//! retry when a server loses the race.
 
 use std::net::{Ipv4Addr, TcpListener};
 
@@ -29,4 +30,10 @@ pub(crate) fn free_cluster_port() -> u16 {
 /// could take it meanwhile, which no test here does on purpose; a connection to it is refused.
 pub fn closed_port() -> u16 {
     free_port()
+}
+
+/// A loopback listener that never answers: the kernel accepts connections into its backlog,
+/// nothing reads them. A client's connect succeeds and its command times out.
+pub fn silent_listener() -> TcpListener {
+    TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).expect("cannot bind any loopback port")
 }

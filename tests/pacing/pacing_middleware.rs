@@ -1,15 +1,14 @@
 //! `PacingMiddleware` in a `reqwest-middleware` stack (wiremock on 127.0.0.1): refusals come
 //! back as middleware errors carrying the `PacingError`, and partition keys keep quotas apart.
 
-mod support;
-
 use std::time::Duration;
 
 use reqwest_polite::pacing::{Pacer, PacingError, PacingMiddleware, PacingMode};
 use reqwest_polite::time::Rate;
-use support::nz;
 use wiremock::matchers::any;
 use wiremock::{Mock, MockServer, ResponseTemplate};
+
+use crate::support::{nz, take_turn};
 
 async fn server() -> MockServer {
     let server = MockServer::start().await;
@@ -113,6 +112,7 @@ async fn requests_to_other_hosts_and_ports_are_paced_apart_by_default() {
 
 #[tokio::test]
 async fn the_retry_deadline_bounds_the_wait_for_a_permit() {
+    let _turn = take_turn(module_path!()).await;
     let server = server().await;
     let pacer = Pacer::builder()
         .rate(Rate::new(nz(1), Duration::from_secs(10)).unwrap())

@@ -1,18 +1,15 @@
 //! A quota shared by many processes through Redis (real `redis-server`, 127.0.0.1): eight
 //! clients on eight connections hold one rate; local buckets alone would admit eight times it.
 //! Redis Cluster holds the quota too, and skewed client clocks do not matter.
-mod support;
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use reqwest_polite::RateLimitInfo;
 use reqwest_polite::limiter::redis::{RedisLimiter, RedisOptions, RedisStore};
 use reqwest_polite::pacing::{Pacer, PacingMode, SharedBucket, StoreFailure};
 use reqwest_polite::time::{Rate, TokioClock};
-use support::{RedisCluster, RedisServer};
-use support::{nz, refill};
+
+use crate::support::{RedisCluster, RedisServer, acquire_until, nz, refill, take_turn};
 
 const RATE: u32 = 100;
 /// A few tokens of slack: with a burst of 1, every millisecond a timer fires late is lost.
@@ -22,32 +19,17 @@ const CLIENTS: usize = 8;
 
 /// Eight clients acquire in a loop for `RUN`; returns how many permits they got in total.
 async fn admitted_by(pacers: Vec<Pacer>, keys: &[&'static str], run: Duration) -> u64 {
-    let admitted = Arc::new(AtomicU64::new(0));
     let deadline = Instant::now() + run;
     let clients: Vec<_> = pacers
         .into_iter()
         .enumerate()
-        .map(|(i, pacer)| {
-            let admitted = admitted.clone();
-            let key = keys[i % keys.len()];
-            tokio::spawn(async move {
-                loop {
-                    let permit = pacer.acquire(key, 1).await.unwrap();
-                    if Instant::now() > deadline {
-                        break;
-                    }
-                    admitted.fetch_add(1, Ordering::SeqCst);
-                    drop(permit);
-                    // Stands for the request: a client that never yields would starve the rest.
-                    tokio::task::yield_now().await;
-                }
-            })
-        })
+        .map(|(i, pacer)| tokio::spawn(acquire_until(pacer, keys[i % keys.len()], deadline)))
         .collect();
+    let mut admitted = 0;
     for client in clients {
-        client.await.unwrap();
+        admitted += client.await.unwrap().admitted;
     }
-    admitted.load(Ordering::SeqCst)
+    admitted
 }
 
 fn rate() -> Rate {
@@ -91,6 +73,7 @@ fn assert_near(admitted: u64, expected: f64, what: &str) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn eight_clients_on_eight_connections_share_one_rate() {
+    let _turn = take_turn(module_path!()).await;
     let redis = RedisServer::start();
     let mut pacers = Vec::new();
     for _ in 0..CLIENTS {
@@ -105,6 +88,7 @@ async fn eight_clients_on_eight_connections_share_one_rate() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn eight_clients_with_local_buckets_only_admit_eight_times_the_rate() {
+    let _turn = take_turn(module_path!()).await;
     let pacers = (0..CLIENTS)
         .map(|_| Pacer::builder().rate(rate()).mode(wait_mode()).build())
         .collect();
@@ -116,6 +100,7 @@ async fn eight_clients_with_local_buckets_only_admit_eight_times_the_rate() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn redis_cluster_holds_the_quota_of_each_key() {
+    let _turn = take_turn(module_path!()).await;
     let cluster = RedisCluster::start();
     let urls = cluster.urls();
     let urls: Vec<&str> = urls.iter().map(String::as_str).collect();
@@ -133,6 +118,7 @@ async fn redis_cluster_holds_the_quota_of_each_key() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn clients_whose_clocks_differ_by_five_seconds_share_one_bucket() {
+    let _turn = take_turn(module_path!()).await;
     let redis = RedisServer::start();
     let mut pacers = Vec::new();
     for ahead in [Duration::ZERO, Duration::from_secs(5)] {
@@ -167,6 +153,7 @@ async fn clients_whose_clocks_differ_by_five_seconds_share_one_bucket() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_thousand_waiters_cost_one_round_trip_and_leave_the_tokens_as_they_were() {
+    let _turn = take_turn(module_path!()).await;
     let redis = RedisServer::start();
     let options = RedisOptions::default().with_command_timeout(Duration::from_millis(500));
     let store = RedisStore::standalone(&redis.url(), options).await.unwrap();

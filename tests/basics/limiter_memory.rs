@@ -1,15 +1,13 @@
 //! Memory stays bounded: a million distinct keys pass through each limiter while the clock
 //! moves on, and the number of keys held stays under a fixed count at every sample.
 
-mod support;
-
 use std::time::Duration;
 
+use crate::support::nz;
 use reqwest_polite::limiter::{
     FixedWindow, LeakyBucket, RateLimiter, SlidingWindowCounter, SlidingWindowLog, TokenBucket,
 };
 use reqwest_polite::time::{ManualClock, Rate};
-use support::nz;
 
 const DISTINCT_KEYS: usize = 1_000_000;
 /// The clock moves 10 µs per request: 100 requests per 1 ms window.

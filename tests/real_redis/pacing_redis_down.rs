@@ -1,7 +1,6 @@
 //! Redis killed in the middle of a run, then restarted (real `redis-server` on 127.0.0.1):
 //! no panic, no acquire waits past the command timeout plus its own pacing, each failure
 //! policy does what it says, and the pacer is back on the shared bucket within 1 s.
-mod support;
 
 use std::time::{Duration, Instant};
 
@@ -11,8 +10,8 @@ use reqwest_polite::pacing::{
     Pacer, PacingError, PacingMode, SharedBucket, StoreError, StoreFailure,
 };
 use reqwest_polite::time::Rate;
-use support::RedisServer;
-use support::nz;
+
+use crate::support::{RedisServer, nz, take_turn};
 
 const RATE: u32 = 50;
 const COMMAND_TIMEOUT: Duration = Duration::from_millis(50);
@@ -124,6 +123,7 @@ fn admitted_between(attempts: &[Attempt], from: Duration, to: Duration) -> usize
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn fail_open_lets_requests_through_the_outage_and_comes_back() {
+    let _turn = take_turn(module_path!()).await;
     let (attempts, outage) = run_through_outage(StoreFailure::FailOpen).await;
     assert!(
         attempts.iter().all(|a| a.outcome.is_ok()),
@@ -144,6 +144,7 @@ async fn fail_open_lets_requests_through_the_outage_and_comes_back() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn fail_closed_refuses_during_the_outage_only() {
+    let _turn = take_turn(module_path!()).await;
     let (attempts, outage) = run_through_outage(StoreFailure::FailClosed).await;
     assert_bounded(&attempts);
     assert_back_within_a_second(&outage);
@@ -183,6 +184,7 @@ async fn fail_closed_refuses_during_the_outage_only() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn local_fallback_paces_at_its_share_during_the_outage() {
+    let _turn = take_turn(module_path!()).await;
     let (attempts, outage) = run_through_outage(StoreFailure::LocalFallback { processes: 2 }).await;
     assert!(attempts.iter().all(|a| a.outcome.is_ok()));
     assert_back_within_a_second(&outage);

@@ -14,6 +14,8 @@ use reqwest_polite::headers::HeaderDialect;
 use reqwest_polite::limiter::SlidingWindowLog;
 use reqwest_polite::mock::{Layer, Partition, RateLimitedApi, RateLimitedServer};
 
+use crate::support::take_turn;
+
 const LIMIT: u64 = 20;
 const WINDOW: Duration = Duration::from_secs(2);
 const TASKS: u64 = 10;
@@ -38,6 +40,8 @@ async fn sync_job(api: RateLimitedServer) -> Run {
 
 /// The sync job with `tasks` tasks and `requests` requests.
 async fn sync_job_of(api: RateLimitedServer, tasks: u64, requests: u64) -> Run {
+    // And not beside the other files' measurements either.
+    let _turn = take_turn(module_path!()).await;
     let _alone = ONE_AT_A_TIME.lock().await;
     let client = reqwest_polite::client();
     let next = Arc::new(AtomicU64::new(0));

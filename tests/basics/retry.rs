@@ -1,11 +1,11 @@
 //! The retry middleware against wiremock servers: what is retried, how long it waits, and what
 //! the caller gets back when it gives up.
-mod support;
 
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
+use crate::support::closed_port;
 use http::Extensions;
 use reqwest::{Method, Request, Response};
 use reqwest_middleware::{ClientWithMiddleware, Middleware, Next};
@@ -15,7 +15,6 @@ use reqwest_polite::retry::{
     RetryOverride, RetryPolicy, RetryReason, Verdict,
 };
 use reqwest_polite::time::{Jitter, Sleeper};
-use support::closed_port;
 use wiremock::matchers::{any, header, header_exists, method, path};
 use wiremock::{Mock, MockServer, ResponseTemplate};
 

@@ -1,5 +1,4 @@
 //! The Redis limiters against a real `redis-server` and a real 3-master Redis Cluster.
-mod support;
 
 use std::time::{Duration, SystemTime};
 
@@ -9,8 +8,10 @@ use reqwest_polite::limiter::redis::{
 };
 use reqwest_polite::limiter::{Decision, RateLimiter, TokenBucket};
 use reqwest_polite::time::{ManualClock, Rate};
-use support::{CENTURY, RedisCluster, RedisServer};
-use support::{nz, refill};
+
+use crate::support::{
+    CENTURY, RedisCluster, RedisServer, nz, refill, take_turn, take_turn_blocking,
+};
 
 const HOUR: Duration = Duration::from_secs(3600);
 const DAY: Duration = Duration::from_secs(86_400);
@@ -215,6 +216,7 @@ async fn assert_counts(limiter: &RedisLimiter) {
 
 #[tokio::test]
 async fn each_algorithm_counts_on_standalone_redis() {
+    let _turn = take_turn(module_path!()).await;
     let server = RedisServer::start();
     let store = RedisStore::standalone(&server.url(), opts()).await.unwrap();
     for limiter in all_four(&store, CENTURY) {
@@ -224,6 +226,7 @@ async fn each_algorithm_counts_on_standalone_redis() {
 
 #[tokio::test]
 async fn each_algorithm_counts_on_redis_cluster() {
+    let _turn = take_turn(module_path!()).await;
     let cluster = RedisCluster::start();
     let urls = cluster.urls();
     let urls: Vec<&str> = urls.iter().map(String::as_str).collect();
@@ -252,6 +255,7 @@ fn twin_of(limiter: &RedisLimiter, window: Duration, clock: &ManualClock) -> Box
 
 #[tokio::test]
 async fn waiting_retry_after_lets_the_same_request_pass() {
+    let _turn = take_turn(module_path!()).await;
     let server = RedisServer::start();
     let store = RedisStore::standalone(&server.url(), opts()).await.unwrap();
     let window = Duration::from_millis(150);
@@ -319,6 +323,7 @@ fn pexpires(monitor: &mut redis::Connection, count: usize) -> Vec<(String, u64)>
 
 #[tokio::test]
 async fn every_key_expires_exactly_when_it_would_be_idle() {
+    let _turn = take_turn(module_path!()).await;
     let server = RedisServer::start();
     let store = RedisStore::standalone(&server.url(), opts()).await.unwrap();
     let window = Duration::from_secs(10);
@@ -366,6 +371,7 @@ async fn every_key_expires_exactly_when_it_would_be_idle() {
 
 #[tokio::test]
 async fn cost_zero_queries_write_nothing() {
+    let _turn = take_turn(module_path!()).await;
     let server = RedisServer::start();
     let store = RedisStore::standalone(&server.url(), opts()).await.unwrap();
     for limiter in all_four(&store, CENTURY) {
@@ -382,6 +388,7 @@ async fn cost_zero_queries_write_nothing() {
 
 #[tokio::test]
 async fn scripts_are_uploaded_again_after_script_flush() {
+    let _turn = take_turn(module_path!()).await;
     let server = RedisServer::start();
     let store = RedisStore::standalone(&server.url(), opts()).await.unwrap();
     let blocking = BlockingRedisStore::standalone(&server.url(), opts()).unwrap();
@@ -399,6 +406,7 @@ async fn scripts_are_uploaded_again_after_script_flush() {
 
 #[tokio::test]
 async fn scripts_are_uploaded_again_after_script_flush_on_a_cluster() {
+    let _turn = take_turn(module_path!()).await;
     let cluster = RedisCluster::start();
     let urls = cluster.urls();
     let urls: Vec<&str> = urls.iter().map(String::as_str).collect();
@@ -422,6 +430,7 @@ async fn scripts_are_uploaded_again_after_script_flush_on_a_cluster() {
 
 #[test]
 fn blocking_limiter_shares_state_with_the_async_one() {
+    let _turn = take_turn_blocking(module_path!());
     let server = RedisServer::start();
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -446,6 +455,7 @@ fn blocking_limiter_shares_state_with_the_async_one() {
 
 #[test]
 fn blocking_limiter_counts_on_redis_cluster() {
+    let _turn = take_turn_blocking(module_path!());
     let cluster = RedisCluster::start();
     let urls = cluster.urls();
     let urls: Vec<&str> = urls.iter().map(String::as_str).collect();
@@ -468,6 +478,7 @@ fn blocking_limiter_counts_on_redis_cluster() {
 
 #[tokio::test]
 async fn decisions_use_the_server_clock_and_send_no_time() {
+    let _turn = take_turn(module_path!()).await;
     let server = RedisServer::start();
     let store = RedisStore::standalone(&server.url(), opts()).await.unwrap();
     let limiter = RedisLimiter::token_bucket(store, "tb", refill(1.0, 5));
@@ -556,6 +567,7 @@ async fn check_every_identity(store: &RedisStore, identities: &[String]) {
 
 #[tokio::test]
 async fn awkward_identities_give_safe_keys_on_standalone_redis() {
+    let _turn = take_turn(module_path!()).await;
     let server = RedisServer::start();
     let store = RedisStore::standalone(&server.url(), opts()).await.unwrap();
     let identities = awkward_identities();
@@ -571,6 +583,7 @@ async fn awkward_identities_give_safe_keys_on_standalone_redis() {
 
 #[tokio::test]
 async fn awkward_identities_give_safe_keys_on_redis_cluster() {
+    let _turn = take_turn(module_path!()).await;
     let cluster = RedisCluster::start();
     let urls = cluster.urls();
     let urls: Vec<&str> = urls.iter().map(String::as_str).collect();
@@ -589,6 +602,7 @@ async fn awkward_identities_give_safe_keys_on_redis_cluster() {
 
 #[tokio::test]
 async fn stores_run_other_modules_scripts_on_standalone_and_cluster() {
+    let _turn = take_turn(module_path!()).await;
     let script = redis::Script::new("return redis.call('INCRBY', KEYS[1], ARGV[1])");
     let key = vec!["rp:{gate}:n".to_string()];
     let server = RedisServer::start();

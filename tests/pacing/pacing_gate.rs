@@ -7,6 +7,8 @@ use reqwest_polite::pacing::{Pacer, PacingMiddleware};
 use wiremock::matchers::any;
 use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
 
+use crate::support::take_turn;
+
 /// When a request arrived, and the task that sent it.
 type Arrival = (Instant, Option<String>);
 
@@ -36,6 +38,7 @@ impl Respond for FirstRequestThrottled {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn one_429_pauses_all_tasks_then_one_probes_and_the_rest_go_in_arrival_order() {
+    let _turn = take_turn(module_path!()).await;
     let server = MockServer::start().await;
     let responder = FirstRequestThrottled {
         arrivals: Arc::default(),

@@ -1,6 +1,5 @@
 //! A down, stopped or stalled Redis gives an error value in bounded time, never a hang or a
 //! panic, and limiters work again soon after Redis comes back.
-mod support;
 
 use std::time::{Duration, Instant};
 
@@ -8,8 +7,10 @@ use reqwest_polite::limiter::redis::{
     BlockingRedisLimiter, BlockingRedisStore, RedisLimitError, RedisLimiter, RedisOptions,
     RedisStore,
 };
-use support::refill;
-use support::{RedisCluster, RedisServer, closed_port};
+
+use crate::support::{
+    RedisCluster, RedisServer, closed_port, refill, take_turn, take_turn_blocking,
+};
 
 /// Generous upper bound for "within the command timeout (50 ms) plus a margin": real sockets
 /// on a machine that may be busy with other test binaries. A call that waited for a stalled
@@ -49,6 +50,7 @@ fn assert_unavailable(result: Result<impl std::fmt::Debug, RedisLimitError>, sta
 
 #[tokio::test]
 async fn a_closed_port_gives_an_error_quickly() {
+    let _turn = take_turn(module_path!()).await;
     let url = format!("redis://127.0.0.1:{}", closed_port());
     let store = RedisStore::standalone(&url, RedisOptions::default())
         .await
@@ -62,6 +64,7 @@ async fn a_closed_port_gives_an_error_quickly() {
 
 #[test]
 fn a_closed_port_gives_the_blocking_limiter_an_error_quickly() {
+    let _turn = take_turn_blocking(module_path!());
     let url = format!("redis://127.0.0.1:{}", closed_port());
     let store = BlockingRedisStore::standalone(&url, RedisOptions::default()).unwrap();
     let limiter =
@@ -74,6 +77,7 @@ fn a_closed_port_gives_the_blocking_limiter_an_error_quickly() {
 
 #[tokio::test]
 async fn a_cluster_on_closed_ports_fails_to_connect_within_the_connect_timeout() {
+    let _turn = take_turn(module_path!()).await;
     let urls: Vec<String> = (0..3)
         .map(|_| format!("redis://127.0.0.1:{}", closed_port()))
         .collect();
@@ -99,6 +103,7 @@ async fn time_to_recover(limiter: &RedisLimiter, limit: Duration) -> Duration {
 
 #[tokio::test]
 async fn a_server_stopped_mid_use_gives_errors_then_recovers_after_restart() {
+    let _turn = take_turn(module_path!()).await;
     let mut server = RedisServer::start();
     let store = RedisStore::standalone(&server.url(), RedisOptions::default())
         .await
@@ -122,6 +127,7 @@ async fn a_server_stopped_mid_use_gives_errors_then_recovers_after_restart() {
 
 #[test]
 fn the_blocking_limiter_recovers_after_restart() {
+    let _turn = take_turn_blocking(module_path!());
     let mut server = RedisServer::start();
     let store = BlockingRedisStore::standalone(&server.url(), RedisOptions::default()).unwrap();
     let limiter = BlockingRedisLimiter::token_bucket(store, "tb", refill(1.0, 10));
@@ -140,6 +146,7 @@ fn the_blocking_limiter_recovers_after_restart() {
 
 #[tokio::test]
 async fn a_stalled_server_gives_a_timeout_error() {
+    let _turn = take_turn(module_path!()).await;
     let server = RedisServer::start();
     let opts = RedisOptions::default().with_command_timeout(Duration::from_millis(50));
     let store = RedisStore::standalone(&server.url(), opts).await.unwrap();
@@ -164,6 +171,7 @@ async fn a_stalled_server_gives_a_timeout_error() {
 
 #[test]
 fn a_stalled_server_gives_the_blocking_limiter_a_timeout_error() {
+    let _turn = take_turn_blocking(module_path!());
     let server = RedisServer::start();
     let store = BlockingRedisStore::standalone(&server.url(), RedisOptions::default()).unwrap();
     let limiter =
@@ -190,6 +198,7 @@ fn a_stalled_server_gives_the_blocking_limiter_a_timeout_error() {
 
 #[tokio::test]
 async fn the_async_limiter_recovers_after_an_outage_longer_than_its_reconnect_attempts() {
+    let _turn = take_turn(module_path!()).await;
     let mut server = RedisServer::start();
     let store = RedisStore::standalone(&server.url(), RedisOptions::default())
         .await
@@ -213,6 +222,7 @@ async fn the_async_limiter_recovers_after_an_outage_longer_than_its_reconnect_at
 
 #[tokio::test]
 async fn a_stalled_cluster_gives_a_timeout_error() {
+    let _turn = take_turn(module_path!()).await;
     let cluster = RedisCluster::start();
     let urls = cluster.urls();
     let urls: Vec<&str> = urls.iter().map(String::as_str).collect();

@@ -5,7 +5,6 @@
 //! server and a 3-master cluster the way every Redis test does, reports their process ids,
 //! ports and directory, and waits. The test kills the victim with SIGKILL, so no `Drop` runs,
 //! then checks that every server is gone and the directory removed.
-mod support;
 
 use std::io::{BufRead, BufReader};
 use std::net::{Ipv4Addr, TcpStream};
@@ -14,7 +13,7 @@ use std::process::{Command, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use support::{RedisCluster, RedisServer};
+use crate::support::{RedisCluster, RedisServer, take_turn_blocking};
 
 const TEST_NAME: &str = "a_killed_test_process_leaves_no_redis_server_and_no_files";
 /// Set in the victim's environment: there, the test starts servers and waits to be killed.
@@ -27,12 +26,13 @@ const CLEANUP_LIMIT: Duration = Duration::from_secs(10);
 
 #[test]
 fn a_killed_test_process_leaves_no_redis_server_and_no_files() {
+    let _turn = take_turn_blocking(module_path!());
     if std::env::var_os(VICTIM).is_some() {
         be_the_victim();
         return;
     }
     let mut victim = Command::new(std::env::current_exe().unwrap())
-        .args([TEST_NAME, "--exact", "--nocapture", "--test-threads=1"])
+        .args([&test_path(), "--exact", "--nocapture", "--test-threads=1"])
         .env(VICTIM, "1")
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
@@ -92,6 +92,14 @@ fn a_killed_test_process_leaves_no_redis_server_and_no_files() {
     }
 }
 
+/// The test's name as libtest knows it: the module path inside the test binary, then the name.
+fn test_path() -> String {
+    match module_path!().split_once("::") {
+        Some((_binary, module)) => format!("{module}::{TEST_NAME}"),
+        None => TEST_NAME.to_string(),
+    }
+}
+
 /// Starts the servers, reports them on stdout, and waits to be killed.
 fn be_the_victim() {
     let server = RedisServer::start();
@@ -110,7 +118,7 @@ fn be_the_victim() {
         .collect();
     println!(
         "VICTIM READY {} {}",
-        support::temp_root().display(),
+        crate::support::temp_root().display(),
         servers.join(" ")
     );
     thread::sleep(VICTIM_LIFETIME);

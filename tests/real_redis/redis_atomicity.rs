@@ -3,7 +3,6 @@
 //! connections racing for the last units of a quota are admitted exactly as many times as
 //! units were left, every time. A naive GET-then-SET limiter, the counterexample, over-admits
 //! under the same race.
-mod support;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -11,9 +10,9 @@ use std::time::{Duration, Instant};
 use redis::AsyncCommands;
 use redis::aio::ConnectionManager;
 use reqwest_polite::limiter::redis::{RedisLimiter, RedisOptions, RedisStore};
-use support::refill;
-use support::{CENTURY, RedisServer};
 use tokio::sync::Barrier;
+
+use crate::support::{CENTURY, RedisServer, refill, take_turn};
 
 const RACERS: usize = 20;
 const REPETITIONS: usize = 1_000;
@@ -88,6 +87,7 @@ async fn races(limiters: Vec<RedisLimiter>) -> Admissions {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn twenty_racers_for_the_last_units_are_admitted_exactly_as_many_as_are_left_by_every_script()
 {
+    let _turn = take_turn(module_path!()).await;
     let server = RedisServer::start();
     // a loaded machine must not turn a slow answer into a failed race
     let opts = RedisOptions::default().with_command_timeout(Duration::from_secs(5));
@@ -144,6 +144,7 @@ async fn naive_take(connection: &mut ConnectionManager, key: &str) -> bool {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_naive_get_then_set_limiter_over_admits_under_the_same_race() {
+    let _turn = take_turn(module_path!()).await;
     let server = RedisServer::start();
     let client = redis::Client::open(server.url()).unwrap();
     let mut connections = Vec::with_capacity(RACERS);

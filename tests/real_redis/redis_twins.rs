@@ -6,7 +6,6 @@
 //! epoch; both align windows to that epoch) before it decides. So the twins see the same
 //! instants: `allowed` and `remaining` must agree exactly; `reset` and `retry_after` within
 //! 5 µs (the scripts count in µs and floats, the twins in ns and integers).
-mod support;
 
 use std::time::{Duration, SystemTime};
 
@@ -17,8 +16,8 @@ use reqwest_polite::limiter::{
     Decision, FixedWindow, RateLimiter, SlidingWindowCounter, SlidingWindowLog, TokenBucket,
 };
 use reqwest_polite::time::ManualClock;
-use support::refill;
-use support::{RedisCluster, RedisServer};
+
+use crate::support::{RedisCluster, RedisServer, refill, take_turn};
 
 const LIMIT: u64 = 5;
 const WINDOW: Duration = Duration::from_millis(100);
@@ -150,6 +149,7 @@ async fn assert_twins_agree(store: &RedisStore, seed: u64) {
 
 #[tokio::test]
 async fn redis_limiters_agree_with_their_in_memory_twins_on_standalone_redis() {
+    let _turn = take_turn(module_path!()).await;
     let server = RedisServer::start();
     let store = RedisStore::standalone(
         &server.url(),
@@ -168,6 +168,7 @@ async fn redis_limiters_agree_with_their_in_memory_twins_on_standalone_redis() {
 
 #[tokio::test]
 async fn redis_limiters_agree_with_their_in_memory_twins_on_redis_cluster() {
+    let _turn = take_turn(module_path!()).await;
     let cluster = RedisCluster::start();
     let urls = cluster.urls();
     let urls: Vec<&str> = urls.iter().map(String::as_str).collect();

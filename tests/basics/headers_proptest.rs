@@ -1,6 +1,5 @@
 //! Properties of header parsing over arbitrary names and bytes: no panics, and the invariants
 //! that hold whatever a server sends.
-mod support;
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -8,7 +7,8 @@ use http::{HeaderMap, HeaderName, HeaderValue};
 use proptest::prelude::*;
 use reqwest_polite::RateLimitInfo;
 use reqwest_polite::headers::{HeaderDialect, QuotaState};
-use support::{collect_headers, header_map};
+
+use crate::support::{collect_headers, header_map};
 
 const KNOWN_NAMES: &[&str] = &[
     "retry-after",

@@ -1,5 +1,4 @@
 //! Real-looking responses of every dialect, parsed into `RateLimitInfo`.
-mod support;
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -8,7 +7,8 @@ use reqwest_polite::RateLimitInfo;
 use reqwest_polite::headers::{
     HeaderDialect, PolicySource, QuotaState, QuotaUnit, render_retry_after, render_retry_after_ms,
 };
-use support::{collect_headers, header_map};
+
+use crate::support::{collect_headers, header_map};
 
 /// 2026-11-30T03:00:00Z, the `Date` of most responses below.
 const SERVER_NOW: u64 = 1_796_007_600;

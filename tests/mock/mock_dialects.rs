@@ -2,9 +2,6 @@
 //! parser; its `Retry-After`; its request log; independent partition keys; and what a layer
 //! whose Redis is down or silent answers.
 
-mod support;
-
-use std::net::{Ipv4Addr, TcpListener};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -15,7 +12,8 @@ use reqwest_polite::limiter::redis::{BlockingRedisLimiter, BlockingRedisStore, R
 use reqwest_polite::limiter::{Decision, FixedWindow, RateLimiter};
 use reqwest_polite::mock::{Answer, Layer, Partition, RateLimitedApi, RateLimitedServer};
 use reqwest_polite::time::ManualClock;
-use support::{CENTURY, RedisServer};
+
+use crate::support::{CENTURY, RedisServer, bare_client, silent_listener};
 
 const MINUTE: Duration = Duration::from_secs(60);
 const ALL_DIALECTS: [HeaderDialect; 3] = [
@@ -23,13 +21,6 @@ const ALL_DIALECTS: [HeaderDialect; 3] = [
     HeaderDialect::Draft06,
     HeaderDialect::XRateLimit,
 ];
-
-fn client() -> reqwest::Client {
-    reqwest::Client::builder()
-        .timeout(Duration::from_secs(10))
-        .build()
-        .unwrap()
-}
 
 /// An API of one global fixed window of `limit` per minute, on a clock the test drives.
 async fn global_api(limit: u64, dialects: &[HeaderDialect]) -> (RateLimitedServer, ManualClock) {
@@ -58,7 +49,7 @@ fn json(text: &str) -> serde_json::Value {
 async fn each_dialect_round_trips_through_the_parser_to_the_limiters_decision() {
     for dialect in ALL_DIALECTS {
         let (api, _clock) = global_api(3, &[dialect]).await;
-        let client = client();
+        let client = bare_client();
 
         for i in 0..4u64 {
             let response = client.get(api.uri()).send().await.unwrap();
@@ -100,7 +91,7 @@ async fn each_dialect_round_trips_through_the_parser_to_the_limiters_decision() 
 #[tokio::test]
 async fn every_dialect_at_once_agrees_on_the_quota() {
     let (api, _clock) = global_api(5, &ALL_DIALECTS).await;
-    let response = client().get(api.uri()).send().await.unwrap();
+    let response = bare_client().get(api.uri()).send().await.unwrap();
     let headers = response.headers();
     for name in [
         "ratelimit",
@@ -125,7 +116,7 @@ async fn every_dialect_at_once_agrees_on_the_quota() {
 #[tokio::test]
 async fn retry_after_is_whole_seconds_rounded_up() {
     let (api, clock) = global_api(1, &[HeaderDialect::Ietf]).await;
-    let client = client();
+    let client = bare_client();
     assert_eq!(client.get(api.uri()).send().await.unwrap().status(), 200);
 
     // 1.8 s left is told as 2 s; 1 ms left as 1 s.
@@ -172,7 +163,7 @@ async fn a_zero_wait_is_told_as_one_second() {
         .start()
         .await
         .unwrap();
-    let response = client().get(api.uri()).send().await.unwrap();
+    let response = bare_client().get(api.uri()).send().await.unwrap();
     assert_eq!(response.status(), 429);
     assert_eq!(response.headers()["retry-after"], "1");
     assert_eq!(json(&response.text().await.unwrap())["retry_after"], 1);
@@ -181,7 +172,7 @@ async fn a_zero_wait_is_told_as_one_second() {
 #[tokio::test]
 async fn without_dialects_a_429_still_carries_retry_after() {
     let (api, _clock) = global_api(1, &[]).await;
-    let client = client();
+    let client = bare_client();
     let admitted = client.get(api.uri()).send().await.unwrap();
     let rejected = client.get(api.uri()).send().await.unwrap();
     for response in [&admitted, &rejected] {
@@ -198,7 +189,7 @@ async fn without_dialects_a_429_still_carries_retry_after() {
 #[tokio::test]
 async fn the_log_records_each_request_and_its_answer() {
     let (api, clock) = global_api(2, &[HeaderDialect::Ietf]).await;
-    let client = client();
+    let client = bare_client();
     let started = (Instant::now(), SystemTime::now());
     let mut statuses = Vec::new();
     for _ in 0..3 {
@@ -246,7 +237,7 @@ async fn the_log_records_each_request_and_its_answer() {
 
 #[tokio::test]
 async fn different_api_keys_and_addresses_have_their_own_quotas() {
-    let client = client();
+    let client = bare_client();
 
     // wall-clock windows: a century, so no run crosses a boundary and admits twice
     let by_key = RateLimitedApi::per_api_key(2, CENTURY)
@@ -302,7 +293,7 @@ fn redis_api(url: &str) -> RateLimitedApi {
 /// Sends one request and checks it got the documented 503, within the store's timeouts.
 async fn assert_unavailable(api: &RateLimitedServer) {
     let started = Instant::now();
-    let response = client()
+    let response = bare_client()
         .get(api.uri())
         .header("x-api-key", "k")
         .send()
@@ -338,7 +329,7 @@ async fn assert_unavailable(api: &RateLimitedServer) {
 async fn a_redis_layer_whose_redis_is_down_answers_503_then_recovers() {
     let mut redis = RedisServer::start();
     let api = redis_api(&redis.url()).start().await.unwrap();
-    let send = || client().get(api.uri()).header("x-api-key", "k").send();
+    let send = || bare_client().get(api.uri()).header("x-api-key", "k").send();
 
     let before = send().await.unwrap();
     assert_eq!(before.status(), 200);
@@ -359,7 +350,7 @@ async fn a_redis_layer_whose_redis_is_down_answers_503_then_recovers() {
 #[tokio::test]
 async fn a_redis_that_never_answers_gets_a_503_within_the_timeouts() {
     // Accepts connections (the kernel does) and never says a word.
-    let silent = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
+    let silent = silent_listener();
     let url = format!("redis://{}", silent.local_addr().unwrap());
     let api = redis_api(&url).start().await.unwrap();
 
@@ -371,7 +362,7 @@ async fn a_redis_that_never_answers_gets_a_503_within_the_timeouts() {
 #[tokio::test]
 async fn x_ratelimit_reset_is_the_windows_end_as_a_unix_time() {
     let (api, _clock) = global_api(2, &[HeaderDialect::XRateLimit]).await;
-    let response = client().get(api.uri()).send().await.unwrap();
+    let response = bare_client().get(api.uri()).send().await.unwrap();
     let logged = api.log().pop().unwrap();
     let end = logged.at_system.duration_since(UNIX_EPOCH).unwrap() + MINUTE;
     let rounded_up = end.as_secs() + u64::from(end.subsec_nanos() > 0);
@@ -410,7 +401,7 @@ impl RateLimiter for CountingLimiter {
 
 #[tokio::test]
 async fn a_failed_store_stops_the_layers_and_earlier_units_stay_taken() {
-    let silent = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
+    let silent = silent_listener();
     let url = format!("redis://{}", silent.local_addr().unwrap());
     let per_ip = FixedWindow::new(3, MINUTE)
         .unwrap()
@@ -423,7 +414,7 @@ async fn a_failed_store_stops_the_layers_and_earlier_units_stay_taken() {
         .start()
         .await
         .unwrap();
-    let client = client();
+    let client = bare_client();
     let send = || {
         client
             .get(api.uri())

@@ -2,17 +2,14 @@
 //! `redis-server` on 127.0.0.1). Round trips fall to 1/K per request while the shared bucket
 //! has tokens to spare; the processes together may run ahead of the quota by at most
 //! K × processes requests.
-mod support;
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use reqwest_polite::limiter::redis::{RedisOptions, RedisStore};
 use reqwest_polite::pacing::{Pacer, PacingMode, SharedBucket, StoreFailure};
 use reqwest_polite::time::Rate;
-use support::RedisServer;
-use support::nz;
+
+use crate::support::{RedisServer, acquire_until, nz, take_turn};
 
 const RATE: u32 = 200;
 const BURST: u32 = 20;
@@ -48,41 +45,22 @@ async fn run(name: &str, burst: u32, own_rate: Option<Rate>) -> Run {
         }
         pacers.push(builder.build());
     }
-    let admitted = Arc::new(AtomicU64::new(0));
     let deadline = Instant::now() + RUN;
     let clients: Vec<_> = pacers
         .iter()
-        .cloned()
-        .map(|pacer| {
-            let admitted = admitted.clone();
-            tokio::spawn(async move {
-                let (mut mine, mut longest) = (0, Duration::ZERO);
-                loop {
-                    let asked = Instant::now();
-                    let permit = pacer.acquire("k", 1).await.unwrap();
-                    if Instant::now() > deadline {
-                        break;
-                    }
-                    longest = longest.max(asked.elapsed());
-                    mine += 1;
-                    admitted.fetch_add(1, Ordering::SeqCst);
-                    drop(permit);
-                    tokio::task::yield_now().await;
-                }
-                (mine, longest)
-            })
-        })
+        .map(|pacer| tokio::spawn(acquire_until(pacer.clone(), "k", deadline)))
         .collect();
     let mut per_process = Vec::new();
     for client in clients {
-        per_process.push(client.await.unwrap());
+        let acquired = client.await.unwrap();
+        per_process.push((acquired.admitted, acquired.longest_wait));
     }
     let (takes, gate_reads) = pacers.iter().fold((0, 0), |(t, g), p| {
         let calls = p.shared_calls();
         (t + calls.takes, g + calls.gate_reads)
     });
     let run = Run {
-        admitted: admitted.load(Ordering::SeqCst),
+        admitted: per_process.iter().map(|&(admitted, _)| admitted).sum(),
         takes,
         gate_reads,
         per_process,
@@ -107,6 +85,7 @@ fn assert_gate_reads_bounded(run: &Run) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn with_tokens_to_spare_a_lease_of_k_costs_one_take_per_k_requests() {
+    let _turn = take_turn(module_path!()).await;
     // Each process works at 40 per second: 160 together, under the shared 200, and the
     // bucket starts with a lease for everyone.
     let own = Rate::per_second(nz(40)).with_burst(nz(2));
@@ -130,6 +109,7 @@ async fn with_tokens_to_spare_a_lease_of_k_costs_one_take_per_k_requests() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn saturated_processes_overshoot_by_at_most_k_each_and_take_turns() {
+    let _turn = take_turn(module_path!()).await;
     let run = run("saturated", BURST, None).await;
     let quota = f64::from(BURST) + f64::from(RATE) * RUN.as_secs_f64();
     let bound = quota + f64::from(LEASE) * PROCESSES as f64;

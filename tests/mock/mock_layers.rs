@@ -3,8 +3,6 @@
 //! that order. Each layer is driven to its limit while the other two stay far from theirs, and
 //! the exact header values, the 429 and its body are checked.
 
-mod support;
-
 use std::panic::AssertUnwindSafe;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -17,7 +15,8 @@ use reqwest_polite::limiter::FixedWindow;
 use reqwest_polite::limiter::redis::{BlockingRedisLimiter, BlockingRedisStore, RedisOptions};
 use reqwest_polite::mock::{Layer, LoggedRequest, Partition, RateLimitedApi, RateLimitedServer};
 use reqwest_polite::time::ManualClock;
-use support::RedisServer;
+
+use crate::support::RedisServer;
 
 const MINUTE: Duration = Duration::from_secs(60);
 const HOUR: Duration = Duration::from_secs(3600);

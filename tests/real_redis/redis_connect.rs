@@ -1,13 +1,11 @@
 //! `RedisStore::connect` reaches Redis at start-up and names the cause when it cannot: refused,
 //! DNS, authentication, timeout, each with the resolver's or the client's error as its source.
-mod support;
-
 use std::error::Error as _;
 use std::net::{Ipv4Addr, TcpListener};
 use std::time::{Duration, Instant};
 
+use crate::support::{RedisServer, closed_port};
 use reqwest_polite::limiter::redis::{RedisConnectError, RedisOptions, RedisStore};
-use support::{RedisServer, closed_port};
 
 /// "At once" for a refused connection on loopback, with margin for a busy machine (the
 /// connect timeout is 1 s: a refusal must not wait for it).

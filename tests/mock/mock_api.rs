@@ -2,8 +2,6 @@
 //! memory through a cloned layer, or through Redis), `retry-after-ms`, mounting beside other
 //! mocks, and configuration errors.
 
-mod support;
-
 use std::time::Duration;
 
 use reqwest_polite::RateLimitInfo;
@@ -12,26 +10,19 @@ use reqwest_polite::limiter::redis::{BlockingRedisLimiter, BlockingRedisStore, R
 use reqwest_polite::limiter::{FixedWindow, TokenBucket};
 use reqwest_polite::mock::{Answer, Layer, MockConfigError, Partition, RateLimitedApi};
 use reqwest_polite::time::{ManualClock, Rate};
-use support::nz;
-use support::{CENTURY, RedisServer};
 use wiremock::matchers::{method, path};
 use wiremock::{Mock, MockServer, ResponseTemplate};
+
+use crate::support::{CENTURY, RedisServer, bare_client, nz};
 
 const MINUTE: Duration = Duration::from_secs(60);
 // Counting tests on the wall clock (the shorthand layers, Redis) use support::CENTURY: with a
 // minute, a run across a minute boundary would admit twice.
 
-fn client() -> reqwest::Client {
-    reqwest::Client::builder()
-        .timeout(Duration::from_secs(10))
-        .build()
-        .unwrap()
-}
-
 #[tokio::test]
 async fn concurrent_requests_get_exactly_the_quota() {
     let api = RateLimitedApi::global(20, CENTURY).start().await.unwrap();
-    let client = client();
+    let client = bare_client();
     let requests = (0..50).map(|_| client.get(api.uri()).send());
     let statuses: Vec<u16> = futures::future::join_all(requests)
         .await
@@ -60,7 +51,7 @@ async fn servers_given_clones_of_one_layer_share_its_quota() {
         .await
         .unwrap();
     let west = RateLimitedApi::new().layer(shared).start().await.unwrap();
-    let client = client();
+    let client = bare_client();
     let mut statuses = Vec::new();
     for uri in [east.uri(), west.uri(), east.uri(), west.uri()] {
         statuses.push(client.get(uri).send().await.unwrap().status().as_u16());
@@ -83,7 +74,7 @@ async fn servers_on_one_redis_share_a_quota() {
             .unwrap()
     };
     let (one, two) = (start().await, start().await);
-    let client = client();
+    let client = bare_client();
     let send = |uri: String, key: &'static str| client.get(uri).header("x-api-key", key).send();
 
     let first = send(one.uri(), "k").await.unwrap();
@@ -111,7 +102,7 @@ async fn retry_after_ms_tells_sub_second_waits_rounded_up_to_the_millisecond() {
         .start()
         .await
         .unwrap();
-    let client = client();
+    let client = bare_client();
     assert_eq!(client.get(api.uri()).send().await.unwrap().status(), 200);
 
     for (at, millis, seconds) in [
@@ -149,7 +140,7 @@ async fn a_bucket_layer_states_its_capacity_and_refill_time() {
         .start()
         .await
         .unwrap();
-    let client = client();
+    let client = bare_client();
     let mut items = Vec::new();
     for _ in 0..5 {
         let response = client.get(api.uri()).send().await.unwrap();
@@ -182,7 +173,7 @@ async fn a_mounted_api_answers_only_what_its_matcher_matches() {
         .mount(&server, Mock::given(method("POST")).and(path("/orders")))
         .await
         .unwrap();
-    let client = client();
+    let client = bare_client();
     let url = format!("{}/orders", server.uri());
 
     let created = client.post(&url).header("x-api-key", "k").send().await;
@@ -214,7 +205,7 @@ async fn a_request_no_layer_applies_to_is_admitted_without_quota_headers() {
         .start()
         .await
         .unwrap();
-    let response = client().get(api.uri()).send().await.unwrap();
+    let response = bare_client().get(api.uri()).send().await.unwrap();
     assert_eq!(response.status(), 200);
     assert!(!response.headers().contains_key("ratelimit"));
     let logged = api.log().pop().unwrap();

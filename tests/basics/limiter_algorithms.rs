@@ -1,18 +1,16 @@
 //! The in-memory limiters against hand-computed sequences, the seed's boundary burst, and
 //! invariants under random schedules. Every test runs on a `ManualClock`: no sleeps.
 
-mod support;
-
 use std::num::NonZeroU32;
 use std::time::Duration;
 
+use crate::support::{nz, refill};
 use proptest::prelude::*;
 use reqwest_polite::limiter::{
     Decision, FixedWindow, LeakyBucket, LimiterConfigError, RateLimiter, SlidingWindowCounter,
     SlidingWindowLog, TokenBucket,
 };
 use reqwest_polite::time::{Clock, ManualClock, Rate};
-use support::{nz, refill};
 
 const NS: u64 = 1;
 const MS: u64 = 1_000_000;

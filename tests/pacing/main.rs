@@ -1,0 +1,15 @@
+//! The pacer in a client over real sockets (wiremock on 127.0.0.1): learning the quota from
+//! the crate's rate-limited mock (hence the `mock` feature), the gate a 429 closes, and the
+//! middleware's errors.
+//!
+//! Tests whose assertions are real-time measurements take their file's turn
+//! (`support::take_turn`): as when each file was its own binary, they never run beside another
+//! file's tests, so they measure the pacer rather than each other on a 2-core machine.
+
+#[path = "../support/mod.rs"]
+mod support;
+
+mod pacing_gate;
+mod pacing_learning;
+mod pacing_middleware;
+mod pacing_server_wait;
