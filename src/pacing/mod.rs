@@ -103,6 +103,9 @@ mod middleware;
 mod pacer;
 mod permit;
 mod problem_body;
+// Without the `redis` feature nothing outside the tests can build a shared bucket: the machinery
+// stays compiled (its unit tests run on a store in memory) but is not public.
+#[cfg_attr(not(feature = "redis"), allow(dead_code))]
 mod shared;
 #[cfg(test)]
 mod test_waiters;
@@ -113,4 +116,7 @@ pub use key::{PartitionKey, PerHost};
 pub use middleware::PacingMiddleware;
 pub use pacer::{Pacer, PacerBuilder};
 pub use permit::Permit;
-pub use shared::{SharedBucket, SharedCalls, StoreError, StoreFailure, StoreHealthReport};
+pub use shared::StoreError;
+#[cfg(any(feature = "redis", test))]
+#[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
+pub use shared::{SharedBucket, SharedCalls, StoreFailure, StoreHealthReport};

@@ -9,7 +9,9 @@ use super::keys::{KeyTable, Queue};
 use super::learned::{Admission, Ticket};
 use super::local::{LocalBucket, Take};
 use super::permit::{Permit, Reservation};
-use super::shared::{SharedBucket, SharedCalls, SharedQuota, SharedTake, StoreHealthReport};
+use super::shared::{SharedBucket, SharedQuota, SharedTake};
+#[cfg(any(feature = "redis", test))]
+use super::shared::{SharedCalls, StoreHealthReport};
 use crate::time::Clock;
 use crate::time::Jitter;
 use crate::time::Rate;
@@ -90,6 +92,8 @@ impl PacerBuilder {
         self
     }
 
+    #[cfg(any(feature = "redis", test))]
+    #[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
     /// Takes every permit from `bucket` too: a quota that many processes share (Redis), with
     /// its lease size and failure policy. The server's 429s are shared through it as well.
     pub fn shared(mut self, bucket: SharedBucket) -> Self {
@@ -311,6 +315,8 @@ impl Pacer {
             .with(key, |state| state.quota.close_gate(now, wait));
     }
 
+    #[cfg(any(feature = "redis", test))]
+    #[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
     /// Calls made to the shared store so far, by kind (all zero without a shared bucket).
     pub fn shared_calls(&self) -> SharedCalls {
         self.inner
@@ -319,6 +325,8 @@ impl Pacer {
             .map_or_else(SharedCalls::default, SharedQuota::calls)
     }
 
+    #[cfg(any(feature = "redis", test))]
+    #[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
     /// How the shared bucket's store (Redis) has fared, when there is one: whether it answers,
     /// how many outages there were, and how many requests the failure policy decided. An
     /// outage is also told as a `tracing` warning, and on stderr when the program installed no
