@@ -113,6 +113,8 @@ pub(crate) struct KeyQuota {
     silence: Option<Box<Silence>>,
     /// The server states its resets in whole seconds (rounded up): early probes may pay.
     coarse: bool,
+    /// The response being observed answers an early probe.
+    answers_early: bool,
     /// Where, in the second before a stated (rounded-up) reset, the quota really frees.
     phase: ResetPhase,
     /// One request may pass the closed gate, alone, to see whether the quota has freed.
@@ -392,6 +394,7 @@ impl KeyQuota {
         if let Some(early) = early {
             self.early_seen(now, &mut ticket, early, outcome);
         }
+        self.answers_early = early.is_some();
         self.observe_stated(now, ticket, outcome, info)
     }
 
@@ -545,8 +548,14 @@ impl KeyQuota {
             }
         }
         let pause = pause.filter(|wait| !wait.is_zero());
-        if let Some(wait) = pause {
+        // A 429's `Retry-After` is obeyed; only our own early probe, refused, probes again
+        // before it (the search for the phase goes on, one request at a time).
+        if let Some(wait) = pause
+            && (outcome == Outcome::Answered || self.answers_early)
+        {
             self.arm_early(now, wait);
+        } else if outcome == Outcome::Throttled {
+            self.early = None;
         }
         pause
     }
