@@ -32,6 +32,7 @@ use std::time::Duration;
 
 use self::phase::{NARROW, ResetPhase};
 use super::adaptive::Cubic;
+use super::shared::SharedFacts;
 use crate::headers::RateLimitInfo;
 
 /// The verdict of the learned quota on one request.
@@ -113,6 +114,8 @@ pub(crate) struct KeyQuota {
     silence: Option<Box<Silence>>,
     /// The server states its resets in whole seconds (rounded up): early probes may pay.
     coarse: bool,
+    /// The last response spoke of the current window (its budget is worth sharing).
+    fresh: bool,
     /// The response being observed answers an early probe.
     answers_early: bool,
     /// Where, in the second before a stated (rounded-up) reset, the quota really frees.
@@ -517,6 +520,7 @@ impl KeyQuota {
             self.probe_next = info.remaining.is_none() && info.limit.is_none();
         }
         // A response from a window that has ended speaks of a quota that is gone.
+        self.fresh = epoch == self.epoch;
         if epoch == self.epoch {
             if outcome == Outcome::Answered {
                 let first = self.epoch_first_sent.get_or_insert(sent);
@@ -634,6 +638,25 @@ impl KeyQuota {
             }
             _ => None,
         };
+    }
+
+    /// What this key's quota is known to be at `now`, for the other processes: what is left
+    /// of the current window (net of our own requests) until its end, and the quota per
+    /// window the server states.
+    ///
+    /// Not a silent server's estimate: it measures what this process was admitted, its share
+    /// and not the server's quota (shared as the quota of all, it held four processes to one
+    /// process's share: measured 2.4 × the quota's time instead of 1.4–1.6 × alone). Bare
+    /// 429s are still shared, as the gate.
+    pub(crate) fn shared_facts(&self, now: Duration) -> SharedFacts {
+        let left = match (self.fresh, self.budget, self.reset_at) {
+            (true, Some(budget), Some(reset_at)) if reset_at > now => {
+                Some((budget, reset_at - now))
+            }
+            _ => None,
+        };
+        let quota = self.limit.zip(self.window);
+        SharedFacts { left, quota }
     }
 
     /// True when the entry holds nothing worth keeping (memory stays bounded).

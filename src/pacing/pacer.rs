@@ -147,8 +147,10 @@ impl PacerBuilder {
             .shared
             .map(|bucket| SharedQuota::new(bucket, self.clock.clone()));
         // Probing a new key is for a pacer that knows nothing else: a configured rate or a
-        // shared bucket already keeps a cold burst in check.
-        let probe_new_keys = self.learn && self.rate.is_none() && shared.is_none();
+        // shared bucket already keeps a cold burst in check (one that only shares what is
+        // learned does not).
+        let probe_new_keys =
+            self.learn && self.rate.is_none() && shared.as_ref().is_none_or(SharedQuota::learns);
         Pacer {
             inner: Arc::new(PacerInner {
                 keys: KeyTable::new(self.clock.clone(), per_key_rate, probe_new_keys),

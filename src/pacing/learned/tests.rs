@@ -545,3 +545,41 @@ fn a_moving_window_opened_early_frees_at_the_pace_the_last_window_went() {
     reserve(&mut q, MS * 1513);
     assert_eq!(q.budget(), Some(0));
 }
+
+#[test]
+fn what_is_shared_is_the_current_windows_count_until_its_end_and_the_stated_quota() {
+    let mut q = KeyQuota::default();
+    let first = reserve(&mut q, Duration::ZERO);
+    let second = reserve(&mut q, Duration::ZERO);
+    see(
+        &mut q,
+        MS,
+        first,
+        false,
+        &info(20, 18, secs(2) - MS, Some(secs(2))),
+    );
+    // 18 left as the server saw it, one of ours still out: 17, until the reset at 2 s.
+    assert_eq!(
+        q.shared_facts(MS * 5),
+        SharedFacts {
+            left: Some((17, secs(2) - MS * 5)),
+            quota: Some((20, secs(2))),
+        }
+    );
+    // A window that has ended says nothing about what is left; the quota stays.
+    let late = reserve(&mut q, secs(3));
+    see(
+        &mut q,
+        secs(3),
+        second,
+        false,
+        &info(20, 0, MS, Some(secs(2))),
+    );
+    assert_eq!(q.shared_facts(secs(3)).left, None);
+    q.abandon(late);
+    // A silent server's estimate is this process's share, not the server's quota: not shared.
+    let mut silent_key = KeyQuota::default();
+    let ticket = reserve(&mut silent_key, Duration::ZERO);
+    see(&mut silent_key, MS, ticket, true, &RateLimitInfo::default());
+    assert_eq!(silent_key.shared_facts(MS), SharedFacts::default());
+}
