@@ -104,6 +104,27 @@ async fn four_processes_share_what_they_learn() {
     let shared = run(&api().await, Some(redis.url()), async {}).await;
     let ratio = report("learning shared through Redis", shared);
     assert!(shared.1 <= 10, "{} responses were 429", shared.1);
+    // What Redis holds: the keys of one partition key share one hash tag (one Cluster slot),
+    // the key (here the mock's host and port) only as a digest, each with a TTL.
+    let mut redis_connection = redis.connection();
+    let keys: Vec<String> = redis::cmd("KEYS")
+        .arg("*")
+        .query(&mut redis_connection)
+        .unwrap();
+    assert!(!keys.is_empty());
+    for key in &keys {
+        assert!(key.starts_with("rp:{learning_shared:"), "{key}");
+        assert!(!key.contains("127.0.0.1"), "{key}");
+        let ttl: i64 = redis::cmd("PTTL")
+            .arg(key)
+            .query(&mut redis_connection)
+            .unwrap();
+        // -2: it expired since KEYS listed it; -1 (no TTL) would be the bug.
+        assert!(ttl > 0 || ttl == -2, "{key} has no TTL ({ttl})");
+    }
+    let tags: std::collections::HashSet<&str> =
+        keys.iter().filter_map(|k| k.split('}').next()).collect();
+    assert_eq!(tags.len(), 1, "{keys:?}");
     // The bar, as it is: 1.2 × 10 s leaves 2 s for the 5 window changes, each paused
     // until the stated reset and its jitter (up to 20% of the pause, 10% on average).
     assert!(
