@@ -8,10 +8,11 @@
 //! answer: admitted, the quota has freed (everyone goes); refused, it has not (a 429, and the
 //! next probe goes later). Each answer narrows the *phase*: how far into that last second the
 //! quota frees. Servers keep windows of whole seconds (1 s, 1 min, 1 h), so the phase carries
-//! over from one window to the next, and once it is narrow a probe goes at its safe end:
-//! the first window costs a few 429s (a binary search over a second, to an eighth), the
-//! following ones none. A phase that moves (a window that is not whole seconds) is noticed
-//! when the probe at its safe end is refused, and learned again.
+//! over from one window to the next, and once it is narrow a probe goes at its safe end. The
+//! first probe goes an eighth of a second early (many windows end exactly on the second: one
+//! 429 tells so); from there, each refusal halves what is left, to an eighth. A phase that
+//! moves (a window that is not whole seconds) is noticed when the probe at its safe end is
+//! refused, and learned again.
 
 use std::time::Duration;
 
@@ -45,7 +46,12 @@ impl ResetPhase {
     /// possible while it is wide, its safe end once narrow.
     pub(super) fn probe_at(&self, latest: Duration) -> Duration {
         let gap = self.by.saturating_sub(self.after);
-        let into = if gap > NARROW {
+        let into = if *self == ResetPhase::default() {
+            // Nothing learned yet. Many windows end on the whole second, exactly as stated:
+            // a first probe an eighth before tells so at the price of one 429 (a search from
+            // the middle would pay three), and a moving window has most often freed by then.
+            GRAIN - NARROW
+        } else if gap > NARROW {
             self.after + gap / 2
         } else {
             self.by
@@ -97,11 +103,14 @@ mod tests {
     const MS: Duration = Duration::from_millis(1);
 
     #[test]
-    fn a_binary_search_over_the_second_then_the_safe_end() {
+    fn an_exact_reset_costs_one_refused_probe_then_none() {
         let mut phase = ResetPhase::default();
         let latest = Duration::from_secs(10);
-        // The quota frees exactly at the stated instant (an exact reset): every early probe
-        // is refused, each halving what is left, until an eighth of a second remains.
+        // Nothing learned: the first probe goes an eighth of a second before the stated
+        // instant.
+        assert_eq!(phase.probe_at(latest), Duration::from_millis(9875));
+        // The quota frees exactly at the stated instant (an exact reset): that probe is
+        // refused, and an eighth is narrow enough.
         let mut refused = 0;
         loop {
             let at = phase.probe_at(latest);
@@ -111,7 +120,7 @@ mod tests {
             phase.refused(latest, at);
             refused += 1;
         }
-        assert_eq!(refused, 3);
+        assert_eq!(refused, 1);
         assert_eq!(phase.probe_at(latest), latest);
         phase.freed(latest, latest, latest + MS);
         // The next window's probe goes at its stated instant: no 429 there.
@@ -125,8 +134,8 @@ mod tests {
     fn an_answer_inside_the_second_bounds_the_phase_for_the_next_windows() {
         let mut phase = ResetPhase::default();
         let latest = Duration::from_secs(4);
-        // Probed at 3.5 s, admitted, answered at 3.502 s: the quota frees by 0.502 s in.
-        assert_eq!(phase.probe_at(latest), Duration::from_millis(3500));
+        // A probe at 3.5 s (a search under way), admitted, answered at 3.502 s: the quota
+        // frees by 0.502 s in.
         phase.freed(
             latest,
             Duration::from_millis(3500),
@@ -145,6 +154,23 @@ mod tests {
             phase.probe_at(Duration::from_secs(10)),
             Duration::from_millis(9502)
         );
+    }
+
+    #[test]
+    fn from_the_middle_each_refusal_halves_what_is_left() {
+        let mut phase = ResetPhase::default();
+        let latest = Duration::from_secs(10);
+        phase.refused(latest, Duration::from_millis(9500));
+        let mut probes = Vec::new();
+        loop {
+            let at = phase.probe_at(latest);
+            probes.push(at);
+            if at >= latest {
+                break;
+            }
+            phase.refused(latest, at);
+        }
+        assert_eq!(probes, [9750, 9875, 10_000].map(Duration::from_millis));
     }
 
     #[test]

@@ -463,16 +463,17 @@ fn a_whole_second_reset_lets_one_request_probe_before_it_and_its_success_opens_t
     let mut q = KeyQuota::default();
     spend_window(&mut q, secs(2));
     // Spent until 2 s, as stated, rounded up: the quota may free anywhere in the second
-    // before. One request probes at its middle; the others wait for its answer.
-    assert_eq!(q.try_reserve(MS * 4, 1), Admission::WaitUntil(MS * 1500));
-    let probe = reserve(&mut q, MS * 1500);
-    assert_eq!(q.try_reserve(MS * 1500, 1), Admission::WaitUntil(secs(2)));
+    // before. One request probes an eighth of a second early; the others wait for its
+    // answer.
+    assert_eq!(q.try_reserve(MS * 4, 1), Admission::WaitUntil(MS * 1875));
+    let probe = reserve(&mut q, MS * 1875);
+    assert_eq!(q.try_reserve(MS * 1875, 1), Admission::WaitUntil(secs(2)));
     // Admitted: the window has turned; everyone goes, against the new window's budget.
     assert_eq!(
-        see(&mut q, MS * 1501, probe, false, &coarse(19, MS * 499)),
+        see(&mut q, MS * 1876, probe, false, &coarse(19, MS * 124)),
         None
     );
-    reserve(&mut q, MS * 1501);
+    reserve(&mut q, MS * 1876);
     assert_eq!(q.budget(), Some(18));
 }
 
@@ -480,14 +481,12 @@ fn a_whole_second_reset_lets_one_request_probe_before_it_and_its_success_opens_t
 fn refused_probes_narrow_the_phase_which_carries_over_to_the_next_window() {
     let mut q = KeyQuota::default();
     spend_window(&mut q, secs(2));
-    // The quota frees exactly at the stated instant: each early probe is refused (a 429 each,
-    // three in all), halving what is left of the second, until an eighth remains.
-    for at in [1500, 1750, 1875] {
-        assert_eq!(q.try_reserve(MS * 4, 1), Admission::WaitUntil(MS * at));
-        let probe = reserve(&mut q, MS * at);
-        let now = MS * (at + 1);
-        see(&mut q, now, probe, true, &refused_until(now, secs(2)));
-    }
+    // The quota frees exactly at the stated instant: the early probe, an eighth of a second
+    // before, is refused (a 429); an eighth is narrow enough.
+    assert_eq!(q.try_reserve(MS * 4, 1), Admission::WaitUntil(MS * 1875));
+    let probe = reserve(&mut q, MS * 1875);
+    let now = MS * 1876;
+    see(&mut q, now, probe, true, &refused_until(now, secs(2)));
     // Then at the stated instant, and in the next window straight at its stated instant:
     // no more 429s.
     assert_eq!(q.try_reserve(MS * 1900, 1), Admission::WaitUntil(secs(2)));
@@ -530,19 +529,19 @@ fn a_moving_window_opened_early_frees_at_the_pace_the_last_window_went() {
             &coarse(u64::from(19 - i), secs(2) - now),
         );
     }
-    // The probe at 1.5 s is admitted, but the answer says nothing more is left: the quota
+    // The probe at 1.875 s is admitted, but the answer says nothing more is left: the quota
     // frees one request at a time (a sliding log), as the last window's requests age out.
-    let probe = reserve(&mut q, MS * 1500);
-    see(&mut q, MS * 1501, probe, false, &coarse(0, MS * 1499));
+    let probe = reserve(&mut q, MS * 1875);
+    see(&mut q, MS * 1876, probe, false, &coarse(0, MS * 1124));
     // The second request of the last window was answered 11 ms after the first went: the
     // second of this one goes 11 ms after the probe's answer, alone again.
-    assert_eq!(q.try_reserve(MS * 1502, 1), Admission::WaitUntil(MS * 1512));
-    let second = reserve(&mut q, MS * 1512);
-    assert_eq!(q.try_reserve(MS * 1512, 1), Admission::WaitUntil(secs(3)));
+    assert_eq!(q.try_reserve(MS * 1877, 1), Admission::WaitUntil(MS * 1887));
+    let second = reserve(&mut q, MS * 1887);
+    assert_eq!(q.try_reserve(MS * 1887, 1), Admission::WaitUntil(secs(3)));
     // Admitted with more freed: what it states is the budget.
-    see(&mut q, MS * 1513, second, false, &coarse(2, MS * 1487));
-    reserve(&mut q, MS * 1513);
-    reserve(&mut q, MS * 1513);
+    see(&mut q, MS * 1888, second, false, &coarse(2, MS * 1112));
+    reserve(&mut q, MS * 1888);
+    reserve(&mut q, MS * 1888);
     assert_eq!(q.budget(), Some(0));
 }
 
