@@ -2,9 +2,10 @@
 //!
 //! ```text
 //! polite_fetch URL [--requests N] [--concurrency C] [--max-retries M] [--no-retry] [--json]
-//!                  [--rate R [--burst B] [--redis URL [--key K]]] [--no-pacing] [--unlimited]
+//!                  [--rate R [--burst B]] [--redis URL [--key K]] [--no-pacing] [--unlimited]
 //! ```
-//! Without `--rate`, the client learns each host's quota from its responses.
+//! Without `--rate`, the client learns each host's quota from its responses; with `--redis`
+//! too, every process using the same `--key` shares what it learns.
 //! `{i}` in URL is replaced by the request index (0..N). Without a URL, an embedded wiremock
 //! server that rate-limits is started, so the demo needs nothing else (no Redis, no network).
 
@@ -53,8 +54,8 @@ struct Args {
     #[arg(long, default_value_t = NonZeroU32::MIN, requires = "rate")]
     burst: NonZeroU32,
     /// Share the --rate bucket through this Redis (e.g. redis://127.0.0.1:6379) with every
-    /// process using the same --key.
-    #[arg(long, requires = "rate")]
+    /// process using the same --key; without --rate, share what the processes learn.
+    #[arg(long)]
     redis: Option<String>,
     /// The name of the shared quota in Redis.
     #[arg(long, default_value = "polite_fetch", requires = "redis")]
@@ -73,16 +74,21 @@ async fn pacer_for(args: &Args) -> Result<Option<Pacer>, Box<dyn std::error::Err
         return Ok(None);
     }
     let mut pacer = Pacer::builder();
-    if let Some(rate) = args.rate {
-        let rate = Rate::per_second(rate).with_burst(args.burst);
-        pacer = match &args.redis {
-            Some(url) => {
-                let store = RedisStore::standalone(url, RedisOptions::default()).await?;
-                pacer.shared(SharedBucket::redis(store, &args.key, rate))
-            }
-            None => pacer.rate(rate),
-        };
-    }
+    let rate = args
+        .rate
+        .map(|rate| Rate::per_second(rate).with_burst(args.burst));
+    pacer = match (&args.redis, rate) {
+        (Some(url), Some(rate)) => {
+            let store = RedisStore::standalone(url, RedisOptions::default()).await?;
+            pacer.shared(SharedBucket::redis(store, &args.key, rate))
+        }
+        (Some(url), None) => {
+            let store = RedisStore::standalone(url, RedisOptions::default()).await?;
+            pacer.shared(SharedBucket::redis_learned(store, &args.key))
+        }
+        (None, Some(rate)) => pacer.rate(rate),
+        (None, None) => pacer,
+    };
     Ok(Some(pacer.build()))
 }
 

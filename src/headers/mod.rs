@@ -57,8 +57,9 @@
 //!
 //! Every duration is relative to the response's receipt. Absolute times (HTTP-dates, epoch and
 //! RFC 3339 resets) are measured against the response's own `Date` header when it has a valid
-//! one, so a skewed client clock does not matter; else against the caller's `now`. A time in
-//! the past means no wait.
+//! one, so a skewed client clock does not matter; else against the caller's `now`. A `Date` has
+//! whole seconds: when the caller's `now` falls within its second, the two clocks agree and
+//! `now`, the finer, is used. A time in the past means no wait.
 //!
 //! # Combining dialects, choosing the governing policy
 //!
@@ -136,6 +137,25 @@ pub struct RateLimitInfo {
     /// How long the server asked us to wait before the next request (`Retry-After`,
     /// `retry-after-ms`).
     pub retry_after: Option<Duration>,
+    /// How coarse the server's wait is ([`server_wait`](Self::server_wait): `retry_after`
+    /// when stated, else `reset`), when it comes in whole seconds (`Retry-After`, `t`,
+    /// `RateLimit-Reset`, a Unix-time `X-RateLimit-Reset`): servers round up, so the quota
+    /// may free up to this much sooner than stated. `None` for finer forms (`retry-after-ms`,
+    /// vendor durations and RFC 3339 times) and when nothing is stated.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use reqwest_polite::RateLimitInfo;
+    ///
+    /// let mut headers = http::HeaderMap::new();
+    /// headers.insert("x-ratelimit-remaining", "0".parse().unwrap());
+    /// headers.insert("x-ratelimit-reset", "1796007645".parse().unwrap());
+    /// assert_eq!(RateLimitInfo::from_headers(&headers).grain, Some(Duration::from_secs(1)));
+    ///
+    /// headers.insert("retry-after-ms", "1250".parse().unwrap());
+    /// assert_eq!(RateLimitInfo::from_headers(&headers).grain, None);
+    /// ```
+    pub grain: Option<Duration>,
     /// Every policy the response stated, in every dialect, so a pacer can adopt a quota.
     pub policies: Vec<QuotaPolicy>,
 }
@@ -346,12 +366,28 @@ impl RateLimitInfo {
             }
         }
         let governing = governing(&policies).cloned();
+        let retry_after = retry_after::parse(headers, &clock);
+        let whole_seconds = match (&retry_after, &governing) {
+            (Some(_), _) => retry_after::in_whole_seconds(headers),
+            (None, Some(policy)) => {
+                policy.reset.is_some()
+                    && matches!(
+                        policy.source,
+                        PolicySource::Ietf
+                            | PolicySource::Draft07
+                            | PolicySource::Draft06
+                            | PolicySource::XRateLimit
+                    )
+            }
+            (None, None) => false,
+        };
         RateLimitInfo {
             limit: governing.as_ref().and_then(|p| p.quota),
             remaining: governing.as_ref().and_then(|p| p.remaining),
             reset: governing.as_ref().and_then(|p| p.reset),
             window: governing.as_ref().and_then(|p| p.window),
             retry_after,
+            grain: whole_seconds.then_some(Duration::from_secs(1)),
             policies,
         }
     }

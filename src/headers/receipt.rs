@@ -21,9 +21,16 @@ impl ReceiptClock {
     pub(crate) fn new(headers: &HeaderMap, now: SystemTime) -> Self {
         let date =
             first_text(headers, "date").and_then(|text| httpdate::parse_http_date(text).ok());
-        Self {
-            server_now: unix_nanos(date.unwrap_or(now)),
-        }
+        let now = unix_nanos(now);
+        let server_now = match date.map(unix_nanos) {
+            // `Date` has whole seconds: a local clock within that second agrees with the
+            // server's and is the finer of the two (a `Date` read alone overstates every wait
+            // by up to a second).
+            Some(date) if (date..date + NANOS_PER_SECOND).contains(&now) => now,
+            Some(date) => date,
+            None => now,
+        };
+        Self { server_now }
     }
 
     /// The wait until `unix_nanos`; zero when it is already past.
@@ -41,6 +48,8 @@ impl ReceiptClock {
         self.until(i128::try_from(since_epoch.as_nanos()).unwrap_or(i128::MAX))
     }
 }
+
+const NANOS_PER_SECOND: i128 = 1_000_000_000;
 
 /// Nanoseconds between the Unix epoch and `time`, negative before the epoch.
 fn unix_nanos(time: SystemTime) -> i128 {
@@ -76,6 +85,25 @@ mod tests {
         assert_eq!(
             clock.until_time(now + Duration::from_millis(1500)),
             Duration::from_millis(1500)
+        );
+    }
+
+    #[test]
+    fn a_local_clock_within_the_dates_second_is_the_finer_reference() {
+        let mut headers = HeaderMap::new();
+        headers.insert("date", "Thu, 01 Jan 1970 00:01:40 GMT".parse().unwrap());
+        let now = UNIX_EPOCH + Duration::from_millis(100_700);
+        let clock = ReceiptClock::new(&headers, now);
+        // The reset at 102 s is 1.3 s away, not the 2 s that the Date alone would say.
+        assert_eq!(
+            clock.until_epoch_offset(Duration::from_secs(102)),
+            Duration::from_millis(1300)
+        );
+        // A second off or more: the clocks disagree, and the server's Date is the reference.
+        let late = ReceiptClock::new(&headers, UNIX_EPOCH + Duration::from_millis(101_000));
+        assert_eq!(
+            late.until_epoch_offset(Duration::from_secs(102)),
+            Duration::from_secs(2)
         );
     }
 

@@ -14,6 +14,18 @@ pub(crate) fn parse(headers: &HeaderMap, clock: &ReceiptClock) -> Option<Duratio
     millis.or_else(|| first_text(headers, "retry-after").and_then(|text| parse_value(text, clock)))
 }
 
+/// Whether the wait [`parse`] reads is in whole seconds: from `Retry-After` (seconds without
+/// a fraction, or an HTTP-date), not from `retry-after-ms`.
+pub(crate) fn in_whole_seconds(headers: &HeaderMap) -> bool {
+    if first_text(headers, "retry-after-ms")
+        .and_then(parse_millis)
+        .is_some()
+    {
+        return false;
+    }
+    first_text(headers, "retry-after").is_some_and(|text| !text.contains('.'))
+}
+
 /// One `Retry-After` value: seconds (a decimal is accepted, as some servers send one) or an
 /// HTTP-date in any form `httpdate` reads, measured by `clock`; a past date is no wait.
 pub(crate) fn parse_value(text: &str, clock: &ReceiptClock) -> Option<Duration> {
@@ -36,6 +48,28 @@ mod tests {
 
     fn clock_at(secs: u64) -> ReceiptClock {
         ReceiptClock::new(&HeaderMap::new(), UNIX_EPOCH + Duration::from_secs(secs))
+    }
+
+    #[test]
+    fn whole_seconds_are_told_apart_from_finer_waits() {
+        let headers = |pairs: &[(&'static str, &'static str)]| {
+            let mut map = HeaderMap::new();
+            for (name, value) in pairs {
+                map.insert(*name, value.parse().unwrap());
+            }
+            map
+        };
+        assert!(in_whole_seconds(&headers(&[("retry-after", "2")])));
+        assert!(in_whole_seconds(&headers(&[(
+            "retry-after",
+            "Mon, 30 Nov 2026 03:00:09 GMT"
+        )])));
+        assert!(!in_whole_seconds(&headers(&[("retry-after", "1.5")])));
+        assert!(!in_whole_seconds(&headers(&[
+            ("retry-after", "2"),
+            ("retry-after-ms", "1500")
+        ])));
+        assert!(!in_whole_seconds(&HeaderMap::new()));
     }
 
     #[test]

@@ -39,6 +39,7 @@ pub struct RateLimitedApi {
     dialects: Vec<HeaderDialect>,
     admitted: ResponseTemplate,
     retry_after_ms: bool,
+    retry_after_date: bool,
     silent: bool,
     problem_details: bool,
 }
@@ -58,6 +59,7 @@ impl RateLimitedApi {
             dialects: vec![HeaderDialect::Ietf],
             admitted: ResponseTemplate::new(200),
             retry_after_ms: false,
+            retry_after_date: false,
             silent: false,
             problem_details: false,
         }
@@ -172,6 +174,37 @@ impl RateLimitedApi {
         self
     }
 
+    /// A 429's `Retry-After` is an HTTP-date (the instant the wait ends, rounded up to the
+    /// whole second) instead of a number of seconds, as some servers send it.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use reqwest_polite::RateLimitInfo;
+    /// use reqwest_polite::mock::RateLimitedApi;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let api = RateLimitedApi::global(1, Duration::from_secs(60))
+    ///     .retry_after_date()
+    ///     .start()
+    ///     .await?;
+    /// let client = reqwest::Client::new();
+    ///
+    /// client.get(api.uri()).send().await?;
+    /// let rejected = client.get(api.uri()).send().await?;
+    ///
+    /// let date = rejected.headers()["retry-after"].to_str()?;
+    /// assert!(httpdate::parse_http_date(date).is_ok(), "{date}");
+    /// let wait = RateLimitInfo::from_headers(rejected.headers()).retry_after.unwrap();
+    /// assert!(wait <= Duration::from_secs(60), "{wait:?}");
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn retry_after_date(mut self) -> Self {
+        self.retry_after_date = true;
+        self
+    }
+
     /// Says nothing about its limits: a 429 carries no `Retry-After` and no response carries
     /// a rate-limit field, as many real APIs answer. With any algorithm, for testing clients
     /// against servers that state nothing (overrides [`dialects`](Self::dialects) and
@@ -281,6 +314,7 @@ impl RateLimitedApi {
             self.dialects,
             self.admitted,
             self.retry_after_ms,
+            self.retry_after_date,
             self.silent,
             self.problem_details,
         ))

@@ -1,7 +1,7 @@
 use std::error::Error as _;
 use std::fmt;
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use sha2::{Digest, Sha256};
 use wiremock::{Request, Respond, ResponseTemplate};
@@ -57,6 +57,8 @@ struct Inner {
     dialects: Vec<HeaderDialect>,
     admitted: ResponseTemplate,
     retry_after_ms: bool,
+    /// `Retry-After` as an HTTP-date rather than seconds.
+    retry_after_date: bool,
     /// Bare 429s: no `Retry-After`, no quota field, on any response.
     silent: bool,
     /// 429 bodies as `application/problem+json` of type `quota-exceeded`.
@@ -96,6 +98,7 @@ impl RateLimitResponder {
         dialects: Vec<HeaderDialect>,
         admitted: ResponseTemplate,
         retry_after_ms: bool,
+        retry_after_date: bool,
         silent: bool,
         problem_details: bool,
     ) -> Self {
@@ -105,6 +108,7 @@ impl RateLimitResponder {
                 dialects,
                 admitted,
                 retry_after_ms,
+                retry_after_date,
                 silent,
                 problem_details,
                 log: RequestLog::new(),
@@ -191,6 +195,14 @@ impl RateLimitResponder {
             response.set_body_json(too_many_requests_body(by, seconds))
         }
         .insert_header(http::header::RETRY_AFTER, seconds);
+        if self.inner.retry_after_date {
+            // The instant the wait ends, rounded up: a server never names a time too early.
+            let since_epoch = now.duration_since(UNIX_EPOCH).unwrap_or(Duration::ZERO);
+            let until = since_epoch.saturating_add(wait);
+            let whole = until.as_secs() + u64::from(until.subsec_nanos() > 0);
+            let date = httpdate::fmt_http_date(UNIX_EPOCH + Duration::from_secs(whole));
+            response = response.insert_header(http::header::RETRY_AFTER, date);
+        }
         if self.inner.retry_after_ms {
             let (name, value) = render_retry_after_ms(wait.max(Duration::from_millis(1)));
             response = response.insert_header(name, value);

@@ -136,8 +136,9 @@ impl PacerBuilder {
     /// One draw is made per pause, for every request of the key. After a 429 the retry
     /// layer's jitter is used (it travels with the request), and the retry layer waits that
     /// same draw, so clients told the same `Retry-After` spread as the retry policy says. A
-    /// quota seen spent before any 429 (remaining 0) always pauses until the reset or later:
-    /// opening early would only earn the 429.
+    /// quota seen spent before any 429 (remaining 0) pauses until the reset or later: opening
+    /// early would only earn the 429. (When the reset is stated in whole seconds and no
+    /// window, one request alone may probe before it: see the [module docs](super).)
     pub fn gate_jitter(mut self, jitter: Jitter) -> Self {
         self.gate_jitter = jitter;
         self
@@ -154,8 +155,10 @@ impl PacerBuilder {
             .shared
             .map(|bucket| SharedQuota::new(bucket, self.clock.clone()));
         // Probing a new key is for a pacer that knows nothing else: a configured rate or a
-        // shared bucket already keeps a cold burst in check.
-        let probe_new_keys = self.learn && self.rate.is_none() && shared.is_none();
+        // shared bucket already keeps a cold burst in check (one that only shares what is
+        // learned does not).
+        let probe_new_keys =
+            self.learn && self.rate.is_none() && shared.as_ref().is_none_or(SharedQuota::learns);
         Pacer {
             inner: Arc::new(PacerInner {
                 keys: KeyTable::new(self.clock.clone(), per_key_rate, probe_new_keys),

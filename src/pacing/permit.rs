@@ -64,7 +64,8 @@ impl Permit {
             Some(jitter) if too_many => jitter,
             _ => not_before(inner.gate_jitter),
         };
-        let (pause, held) = inner.keys.with(key, |state| {
+        let learns = inner.shared.as_ref().is_some_and(|shared| shared.learns());
+        let (pause, held, facts) = inner.keys.with(key, |state| {
             let pause = state
                 .quota
                 .observe(now, reservation.ticket, outcome, info)
@@ -74,8 +75,12 @@ impl Permit {
             }
             // News for the head of the key's queue: it may go sooner (or must wait longer).
             state.queue.news.notify_one();
-            (pause, state.quota.gate_after(now))
+            let facts = learns.then(|| state.quota.shared_facts(now));
+            (pause, state.quota.gate_after(now), facts)
         });
+        if let (Some(shared), Some(facts)) = (&inner.shared, facts) {
+            shared.note(key, facts).await;
+        }
         if let Some(wait) = pause {
             // Once per spent window and key: worth seeing at the default level.
             tracing::info!(

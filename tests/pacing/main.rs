@@ -9,6 +9,10 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+mod learning_precision;
+// Processes that share what they learn through Redis.
+#[cfg(feature = "redis")]
+mod learning_shared;
 mod pacing_gate;
 mod pacing_learning;
 mod pacing_middleware;

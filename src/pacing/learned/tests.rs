@@ -424,3 +424,161 @@ fn successes_of_a_refused_window_answered_after_the_refusal_raise_its_floor() {
     }
     assert_eq!(q.estimate(MS * 642).map(|e| e.0), Some(4));
 }
+
+/// What a server stating its reset in whole seconds and no window says (`X-RateLimit-*` with a
+/// Unix-time reset): the pacer may probe before the stated instant.
+fn coarse(remaining: u64, reset: Duration) -> RateLimitInfo {
+    RateLimitInfo {
+        limit: Some(20),
+        remaining: Some(remaining),
+        reset: Some(reset),
+        grain: Some(secs(1)),
+        ..RateLimitInfo::default()
+    }
+}
+
+/// A 429 whose `Retry-After` is an HTTP-date: whole seconds.
+fn refused_until(now: Duration, latest: Duration) -> RateLimitInfo {
+    RateLimitInfo {
+        retry_after: Some(latest - now),
+        grain: Some(secs(1)),
+        ..RateLimitInfo::default()
+    }
+}
+
+/// A window spent at once: one request, then 19, the last answer saying none is left until
+/// `latest`.
+fn spend_window(q: &mut KeyQuota, latest: Duration) {
+    let first = reserve(q, Duration::ZERO);
+    see(q, MS, first, false, &coarse(19, latest - MS));
+    let rest: Vec<Ticket> = (0..19).map(|_| reserve(q, MS * 2)).collect();
+    for (i, ticket) in rest.into_iter().enumerate() {
+        let left = 18 - i as u64;
+        see(q, MS * 3, ticket, false, &coarse(left, latest - MS * 3));
+    }
+}
+
+#[test]
+fn a_whole_second_reset_lets_one_request_probe_before_it_and_its_success_opens_the_gate() {
+    let mut q = KeyQuota::default();
+    spend_window(&mut q, secs(2));
+    // Spent until 2 s, as stated, rounded up: the quota may free anywhere in the second
+    // before. One request probes an eighth of a second early; the others wait for its
+    // answer.
+    assert_eq!(q.try_reserve(MS * 4, 1), Admission::WaitUntil(MS * 1875));
+    let probe = reserve(&mut q, MS * 1875);
+    assert_eq!(q.try_reserve(MS * 1875, 1), Admission::WaitUntil(secs(2)));
+    // Admitted: the window has turned; everyone goes, against the new window's budget.
+    assert_eq!(
+        see(&mut q, MS * 1876, probe, false, &coarse(19, MS * 124)),
+        None
+    );
+    reserve(&mut q, MS * 1876);
+    assert_eq!(q.budget(), Some(18));
+}
+
+#[test]
+fn refused_probes_narrow_the_phase_which_carries_over_to_the_next_window() {
+    let mut q = KeyQuota::default();
+    spend_window(&mut q, secs(2));
+    // The quota frees exactly at the stated instant: the early probe, an eighth of a second
+    // before, is refused (a 429); an eighth is narrow enough.
+    assert_eq!(q.try_reserve(MS * 4, 1), Admission::WaitUntil(MS * 1875));
+    let probe = reserve(&mut q, MS * 1875);
+    let now = MS * 1876;
+    see(&mut q, now, probe, true, &refused_until(now, secs(2)));
+    // Then at the stated instant, and in the next window straight at its stated instant:
+    // no more 429s.
+    assert_eq!(q.try_reserve(MS * 1900, 1), Admission::WaitUntil(secs(2)));
+    let probe = reserve(&mut q, secs(2));
+    see(
+        &mut q,
+        secs(2) + MS,
+        probe,
+        false,
+        &coarse(19, secs(2) - MS),
+    );
+    let rest: Vec<Ticket> = (0..19).map(|_| reserve(&mut q, secs(2) + MS)).collect();
+    see(
+        &mut q,
+        secs(2) + MS * 2,
+        rest[18],
+        false,
+        &coarse(0, secs(2) - MS * 2),
+    );
+    assert_eq!(
+        q.try_reserve(secs(2) + MS * 3, 1),
+        Admission::WaitUntil(secs(4))
+    );
+}
+
+#[test]
+fn a_moving_window_opened_early_frees_at_the_pace_the_last_window_went() {
+    let mut q = KeyQuota::default();
+    // The last window: one request at 0, then one every 10 ms, each answered 1 ms later.
+    let first = reserve(&mut q, Duration::ZERO);
+    see(&mut q, MS, first, false, &coarse(19, secs(2) - MS));
+    for i in 1..20u32 {
+        let ticket = reserve(&mut q, MS * (10 * i));
+        let now = MS * (10 * i + 1);
+        see(
+            &mut q,
+            now,
+            ticket,
+            false,
+            &coarse(u64::from(19 - i), secs(2) - now),
+        );
+    }
+    // The probe at 1.875 s is admitted, but the answer says nothing more is left: the quota
+    // frees one request at a time (a sliding log), as the last window's requests age out.
+    let probe = reserve(&mut q, MS * 1875);
+    see(&mut q, MS * 1876, probe, false, &coarse(0, MS * 1124));
+    // The second request of the last window was answered 11 ms after the first went: the
+    // second of this one goes 11 ms after the probe's answer, alone again.
+    assert_eq!(q.try_reserve(MS * 1877, 1), Admission::WaitUntil(MS * 1887));
+    let second = reserve(&mut q, MS * 1887);
+    assert_eq!(q.try_reserve(MS * 1887, 1), Admission::WaitUntil(secs(3)));
+    // Admitted with more freed: what it states is the budget.
+    see(&mut q, MS * 1888, second, false, &coarse(2, MS * 1112));
+    reserve(&mut q, MS * 1888);
+    reserve(&mut q, MS * 1888);
+    assert_eq!(q.budget(), Some(0));
+}
+
+#[test]
+fn what_is_shared_is_the_current_windows_count_until_its_end_and_the_stated_quota() {
+    let mut q = KeyQuota::default();
+    let first = reserve(&mut q, Duration::ZERO);
+    let second = reserve(&mut q, Duration::ZERO);
+    see(
+        &mut q,
+        MS,
+        first,
+        false,
+        &info(20, 18, secs(2) - MS, Some(secs(2))),
+    );
+    // 18 left as the server saw it, one of ours still out: 17, until the reset at 2 s.
+    assert_eq!(
+        q.shared_facts(MS * 5),
+        SharedFacts {
+            left: Some((17, secs(2) - MS * 5)),
+            quota: Some((20, secs(2))),
+        }
+    );
+    // A window that has ended says nothing about what is left; the quota stays.
+    let late = reserve(&mut q, secs(3));
+    see(
+        &mut q,
+        secs(3),
+        second,
+        false,
+        &info(20, 0, MS, Some(secs(2))),
+    );
+    assert_eq!(q.shared_facts(secs(3)).left, None);
+    q.abandon(late);
+    // A silent server's estimate is this process's share, not the server's quota: not shared.
+    let mut silent_key = KeyQuota::default();
+    let ticket = reserve(&mut silent_key, Duration::ZERO);
+    see(&mut silent_key, MS, ticket, true, &RateLimitInfo::default());
+    assert_eq!(silent_key.shared_facts(MS), SharedFacts::default());
+}

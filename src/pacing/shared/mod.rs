@@ -1,6 +1,8 @@
 //! A quota shared by many processes: a token bucket kept by a store (Redis) that every process
 //! takes from, optional leases (K tokens per round trip, spent locally), a shared "quota spent
-//! until T" gate, and what to do while the store is out of reach.
+//! until T" gate, and what to do while the store is out of reach. Or, with no rate configured,
+//! what the processes learned from the server, shared: the gate, the quota left in the
+//! window until its reset, and the quota per window stated or inferred.
 
 use std::collections::HashMap;
 use std::num::NonZeroU32;
@@ -57,6 +59,17 @@ pub(crate) enum StoreTake {
     Never,
 }
 
+/// What one process learned about a key's quota, for the others: what the last response left
+/// in the window and until when, and the quota per window (stated, or a silent server's
+/// estimate).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct SharedFacts {
+    /// Left in the current window, and how long that window still runs.
+    pub(crate) left: Option<(u64, Duration)>,
+    /// The quota per window, and the window.
+    pub(crate) quota: Option<(u64, Duration)>,
+}
+
 /// The store behind a shared bucket (Redis; a fake in tests). Its errors never hold a key.
 #[async_trait::async_trait]
 pub(crate) trait SharedStore: Send + Sync + 'static {
@@ -66,15 +79,22 @@ pub(crate) trait SharedStore: Send + Sync + 'static {
     async fn close_gate(&self, key: &str, wait: Duration) -> Result<(), StoreError>;
     /// How long the shared gate of `key` stays closed (zero when open).
     async fn gate(&self, key: &str) -> Result<Duration, StoreError>;
+    /// Shares what a process learned about `key` (only a store without a rate keeps it: its
+    /// takes are from what was learned).
+    async fn note(&self, _key: &str, _facts: SharedFacts) -> Result<(), StoreError> {
+        Ok(())
+    }
 }
 
-/// A token bucket that many processes share, with its lease size and failure policy.
-/// Made by `SharedBucket::redis` (feature `redis`); hand it to
+/// A token bucket that many processes share, with its lease size and failure policy; or,
+/// without a rate, what they learn from the server, shared. Made by `SharedBucket::redis` or
+/// `SharedBucket::redis_learned` (feature `redis`); hand it to
 /// [`PacerBuilder::shared`](super::PacerBuilder::shared).
 #[derive(Clone)]
 pub struct SharedBucket {
     pub(crate) store: Arc<dyn SharedStore>,
-    pub(crate) rate: Rate,
+    /// None: no token bucket, the store keeps what the processes learned.
+    pub(crate) rate: Option<Rate>,
     pub(crate) lease: u32,
     pub(crate) on_failure: StoreFailure,
 }
@@ -84,7 +104,18 @@ impl SharedBucket {
     pub(crate) fn from_store(store: Arc<dyn SharedStore>, rate: Rate) -> SharedBucket {
         SharedBucket {
             store,
-            rate,
+            rate: Some(rate),
+            lease: 1,
+            on_failure: StoreFailure::default(),
+        }
+    }
+
+    /// A bucket with no rate over `store`: takes are from what the processes learned.
+    #[cfg(any(test, feature = "redis"))]
+    pub(crate) fn learned_from_store(store: Arc<dyn SharedStore>) -> SharedBucket {
+        SharedBucket {
+            store,
+            rate: None,
             lease: 1,
             on_failure: StoreFailure::default(),
         }
@@ -99,11 +130,13 @@ impl SharedBucket {
     /// request waiting over 0.5 s at 200/s with leases of 10), at about 4 round trips per
     /// lease. Clamped to the bucket's burst.
     pub fn lease(mut self, tokens: u32) -> SharedBucket {
-        self.lease = tokens.clamp(1, self.rate.burst().get());
+        self.lease = tokens.clamp(1, self.rate.map_or(1, |rate| rate.burst().get()));
         self
     }
 
-    /// What to do while the store is out of reach (default: fail open).
+    /// What to do while the store is out of reach (default: fail open). Without a rate, a
+    /// local fallback is each process's own learning (as fail-open: the server's answers
+    /// still pace it).
     pub fn on_failure(mut self, policy: StoreFailure) -> SharedBucket {
         self.on_failure = policy;
         self
@@ -148,6 +181,7 @@ pub(crate) struct SharedQuota {
     takes: AtomicU64,
     gate_reads: AtomicU64,
     gate_writes: AtomicU64,
+    notes: AtomicU64,
 }
 
 /// Calls a pacer made to its shared store, by kind: what leases save, and what the shared gate
@@ -162,19 +196,21 @@ pub struct SharedCalls {
     pub gate_reads: u64,
     /// Writes of the shared gate (one per 429 or spent quota seen).
     pub gate_writes: u64,
+    /// What was learned, shared (without a rate: one per response that stated a quota).
+    pub notes: u64,
 }
 
 impl SharedQuota {
     pub(crate) fn new(bucket: SharedBucket, clock: Arc<dyn Clock>) -> SharedQuota {
-        let fallback = match bucket.on_failure {
-            StoreFailure::LocalFallback { processes } => {
+        let fallback = match (bucket.on_failure, bucket.rate) {
+            (StoreFailure::LocalFallback { processes }, Some(rate)) => {
                 let parts = NonZeroU32::new(processes).unwrap_or(NonZeroU32::MIN);
-                Some((bucket.rate.divided_by(parts), Mutex::default()))
+                Some((rate.divided_by(parts), Mutex::default()))
             }
             _ => None,
         };
         SharedQuota {
-            leases: Leases::new(bucket.rate.interval()),
+            leases: Leases::new(bucket.rate.map_or(Duration::ZERO, |rate| rate.interval())),
             bucket,
             clock,
             fallback,
@@ -183,6 +219,7 @@ impl SharedQuota {
             takes: AtomicU64::new(0),
             gate_reads: AtomicU64::new(0),
             gate_writes: AtomicU64::new(0),
+            notes: AtomicU64::new(0),
         }
     }
 
@@ -197,6 +234,7 @@ impl SharedQuota {
             takes: self.takes.load(Ordering::Relaxed),
             gate_reads: self.gate_reads.load(Ordering::Relaxed),
             gate_writes: self.gate_writes.load(Ordering::Relaxed),
+            notes: self.notes.load(Ordering::Relaxed),
         }
     }
 
@@ -254,7 +292,7 @@ impl SharedQuota {
                 SharedTake::Wait { wait, gated: false }
             }
             Ok(StoreTake::Never) => SharedTake::Never {
-                burst: self.bucket.rate.burst().get(),
+                burst: self.bucket.rate.map_or(0, |rate| rate.burst().get()),
             },
             Err(error) => self.on_store_down(key, cost, Some(error)),
         }
@@ -263,6 +301,27 @@ impl SharedQuota {
     /// Holds `key`'s lease back for `gate`: the shared gate is closed.
     fn hold_lease(&self, key: &str, gate: Duration) {
         self.leases.hold(key, self.clock.now().saturating_add(gate));
+    }
+
+    /// Whether the store keeps what the processes learned (no rate configured).
+    pub(crate) fn learns(&self) -> bool {
+        self.bucket.rate.is_none()
+    }
+
+    /// Shares what this process learned about `key` (a store that learns only).
+    pub(crate) async fn note(&self, key: &str, facts: SharedFacts) {
+        if !self.learns() || facts == SharedFacts::default() {
+            return;
+        }
+        if !self.health.is_due(self.clock.now()) {
+            return;
+        }
+        if let Err(error) = self
+            .call(&self.notes, self.bucket.store.note(key, facts))
+            .await
+        {
+            self.on_store_down(key, 1, Some(error));
+        }
     }
 
     /// Tells every process that `key`'s quota is spent for `wait`.
@@ -343,6 +402,8 @@ impl SharedQuota {
 
 mod error;
 mod health;
+#[cfg(feature = "redis")]
+mod learned;
 mod lease;
 #[cfg(feature = "redis")]
 mod redis;

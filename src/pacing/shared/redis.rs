@@ -42,8 +42,7 @@ impl SharedBucket {
         let limiter = RedisLimiter::token_bucket(store.clone(), name, rate);
         let shared = RedisShared {
             limiter,
-            store,
-            name: name.to_owned(),
+            gate: RedisGate::new(store, name),
         };
         SharedBucket::from_store(Arc::new(shared), rate)
     }
@@ -51,20 +50,52 @@ impl SharedBucket {
 
 struct RedisShared {
     limiter: RedisLimiter,
+    gate: RedisGate,
+}
+
+/// The shared "quota spent" gate of every key of one shared quota.
+pub(super) struct RedisGate {
     store: RedisStore,
     name: String,
 }
 
-impl RedisShared {
+impl RedisGate {
+    pub(super) fn new(store: RedisStore, name: &str) -> RedisGate {
+        RedisGate {
+            store,
+            name: name.to_owned(),
+        }
+    }
+
     /// `rp:{<name>:<digest>}:gate`: beside the bucket's own keys, in the same cluster slot.
     fn gate_key(&self, key: &str) -> String {
         redis_keys::key(&redis_keys::key_prefix(&self.name, key), "gate")
+    }
+
+    /// Closes `key`'s gate for `wait` (a longer gate already there wins).
+    pub(super) async fn close(&self, key: &str, wait: Duration) -> Result<(), StoreError> {
+        let millis = wait.as_millis().max(1).to_string();
+        self.store
+            .eval::<i64>(&CLOSE_GATE, &[self.gate_key(key)], &[millis])
+            .await
+            .map(drop)
+            .map_err(store_error)
+    }
+
+    /// How long `key`'s gate stays closed (zero when open).
+    pub(super) async fn read(&self, key: &str) -> Result<Duration, StoreError> {
+        let millis: i64 = self
+            .store
+            .eval(&READ_GATE, &[self.gate_key(key)], &[])
+            .await
+            .map_err(store_error)?;
+        Ok(Duration::from_millis(u64::try_from(millis).unwrap_or(0)))
     }
 }
 
 /// The limiter's error as the pacer's: an outage (a timeout, a store out of reach) or a store
 /// that answered wrongly, the Redis error kept as the source.
-fn store_error(error: RedisLimitError) -> StoreError {
+pub(super) fn store_error(error: RedisLimitError) -> StoreError {
     match error {
         RedisLimitError::Timeout { after } => StoreError::Timeout { after },
         error if error.is_unavailable() => StoreError::Unreachable(Arc::new(error)),
@@ -86,20 +117,10 @@ impl SharedStore for RedisShared {
     }
 
     async fn close_gate(&self, key: &str, wait: Duration) -> Result<(), StoreError> {
-        let millis = wait.as_millis().max(1).to_string();
-        self.store
-            .eval::<i64>(&CLOSE_GATE, &[self.gate_key(key)], &[millis])
-            .await
-            .map(drop)
-            .map_err(store_error)
+        self.gate.close(key, wait).await
     }
 
     async fn gate(&self, key: &str) -> Result<Duration, StoreError> {
-        let millis: i64 = self
-            .store
-            .eval(&READ_GATE, &[self.gate_key(key)], &[])
-            .await
-            .map_err(store_error)?;
-        Ok(Duration::from_millis(u64::try_from(millis).unwrap_or(0)))
+        self.gate.read(key).await
     }
 }

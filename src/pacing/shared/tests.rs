@@ -481,3 +481,75 @@ async fn an_unreachable_store_is_warned_about_once_per_ten_seconds_without_the_k
     assert!(events.len() > 3000, "{} events", events.len());
     assert!(events.iter().all(|(_, fields)| !fields.contains(secret)));
 }
+
+/// A store without a rate: every take goes, and what is shared is recorded.
+#[derive(Default)]
+struct NotingStore {
+    notes: Mutex<Vec<(String, SharedFacts)>>,
+}
+
+#[async_trait::async_trait]
+impl SharedStore for NotingStore {
+    async fn take(&self, _key: &str, _cost: u64) -> Result<StoreTake, StoreError> {
+        Ok(StoreTake::Taken {
+            remaining: u64::MAX,
+        })
+    }
+
+    async fn close_gate(&self, _key: &str, _wait: Duration) -> Result<(), StoreError> {
+        Ok(())
+    }
+
+    async fn gate(&self, _key: &str) -> Result<Duration, StoreError> {
+        Ok(Duration::ZERO)
+    }
+
+    async fn note(&self, key: &str, facts: SharedFacts) -> Result<(), StoreError> {
+        self.notes.lock().unwrap().push((key.to_owned(), facts));
+        Ok(())
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_bucket_without_a_rate_probes_new_keys_and_shares_what_responses_state() {
+    let store = Arc::new(NotingStore::default());
+    let pacer = Pacer::builder()
+        .shared(SharedBucket::learned_from_store(store.clone()))
+        .mode(PacingMode::FailFast)
+        .build();
+    let first = pacer.acquire("k", 1).await.unwrap();
+    // Nothing is known yet, here or in the store: the first request goes alone.
+    assert!(matches!(
+        pacer.acquire("k", 1).await,
+        Err(PacingError::Throttled { .. })
+    ));
+    let stated = RateLimitInfo {
+        limit: Some(20),
+        remaining: Some(19),
+        reset: Some(Duration::from_secs(2)),
+        window: Some(Duration::from_secs(2)),
+        ..RateLimitInfo::default()
+    };
+    first.finish(StatusCode::OK, &stated).await;
+    let notes = store.notes.lock().unwrap().clone();
+    assert_eq!(
+        notes,
+        [(
+            "k".to_owned(),
+            SharedFacts {
+                left: Some((19, Duration::from_secs(2))),
+                quota: Some((20, Duration::from_secs(2))),
+            }
+        )]
+    );
+    assert_eq!(pacer.shared_calls().notes, 1);
+    // A bucket with a rate shares only its gate: nothing is noted.
+    let store = Arc::new(NotingStore::default());
+    let rate = Rate::per_second(nz(10));
+    let pacer = Pacer::builder()
+        .shared(SharedBucket::from_store(store.clone(), rate))
+        .build();
+    let permit = pacer.acquire("k", 1).await.unwrap();
+    permit.finish(StatusCode::OK, &stated).await;
+    assert!(store.notes.lock().unwrap().is_empty());
+}

@@ -1,0 +1,131 @@
+//! What the processes learned from the server, shared on Redis, with no rate configured: the
+//! gate (the same keys and scripts as the token bucket's), what is left in the current window
+//! until its end, and the quota per window.
+//!
+//! Every key of one partition key shares the `{hash tag}` of the token bucket's keys (one
+//! Cluster slot), the identity enters only as a digest, and every time is a TTL kept by the
+//! Redis server: the callers' clocks never enter Redis.
+
+use std::sync::{Arc, LazyLock};
+use std::time::Duration;
+
+use redis::Script;
+
+use super::redis::{RedisGate, store_error};
+use super::{SharedBucket, SharedFacts, SharedStore, StoreError, StoreTake};
+use crate::limiter::redis::RedisStore;
+use crate::limiter::redis::keys as redis_keys;
+
+static TAKE: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("learned_take.lua")));
+static NOTE: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("learned_note.lua")));
+
+/// How long a quota per window is kept without news: many windows, and at least a minute.
+fn quota_kept(window: Duration) -> Duration {
+    window.saturating_mul(10).max(Duration::from_secs(60))
+}
+
+impl SharedBucket {
+    /// No rate: every process that uses the same store and name shares what it learns from
+    /// the server about each key. A 429 or a spent quota closes the key for all (as with
+    /// [`SharedBucket::redis`]); a stated `remaining` and reset become a count that every
+    /// process takes from until the window ends (a TTL); the quota per window, stated or
+    /// inferred from bare 429s, refills that count when a new window begins. A key nobody has
+    /// learned anything about yet is not held back (each process's own pacer probes it).
+    ///
+    /// Keys are hashed before they reach Redis; every time is the Redis server's. While Redis
+    /// is out of reach, each process paces by what it learns alone ([`StoreFailure`]'s
+    /// fail-open and local fallback), or refuses (fail-closed).
+    ///
+    /// [`StoreFailure`]: super::StoreFailure
+    ///
+    /// ```no_run
+    /// use reqwest_polite::limiter::redis::{RedisOptions, RedisStore};
+    /// use reqwest_polite::pacing::{Pacer, SharedBucket};
+    ///
+    /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+    /// let store = RedisStore::standalone("redis://127.0.0.1:6379", RedisOptions::default()).await?;
+    /// let pacer = Pacer::builder()
+    ///     .shared(SharedBucket::redis_learned(store, "partner-api"))
+    ///     .build();
+    /// let permit = pacer.acquire("partner.example.com:443", 1).await?;
+    /// # drop(permit);
+    /// # Ok(())
+    /// # }
+    /// ```
+    #[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
+    pub fn redis_learned(store: RedisStore, name: &str) -> SharedBucket {
+        let learned = RedisLearned {
+            gate: RedisGate::new(store.clone(), name),
+            store,
+            name: name.to_owned(),
+        };
+        SharedBucket::learned_from_store(Arc::new(learned))
+    }
+}
+
+struct RedisLearned {
+    gate: RedisGate,
+    store: RedisStore,
+    name: String,
+}
+
+impl RedisLearned {
+    /// `rp:{<name>:<digest>}:left` and `…:quota`.
+    fn keys(&self, key: &str) -> Vec<String> {
+        let prefix = redis_keys::key_prefix(&self.name, key);
+        vec![
+            redis_keys::key(&prefix, "left"),
+            redis_keys::key(&prefix, "quota"),
+        ]
+    }
+}
+
+fn millis(duration: Duration) -> String {
+    duration.as_millis().max(1).to_string()
+}
+
+#[async_trait::async_trait]
+impl SharedStore for RedisLearned {
+    async fn take(&self, key: &str, cost: u64) -> Result<StoreTake, StoreError> {
+        let (taken, value): (i64, i64) = self
+            .store
+            .eval(&TAKE, &self.keys(key), &[cost.to_string()])
+            .await
+            .map_err(store_error)?;
+        Ok(if taken == 1 {
+            StoreTake::Taken {
+                remaining: u64::try_from(value).unwrap_or(u64::MAX),
+            }
+        } else {
+            StoreTake::Wait(Duration::from_millis(u64::try_from(value).unwrap_or(1)))
+        })
+    }
+
+    async fn close_gate(&self, key: &str, wait: Duration) -> Result<(), StoreError> {
+        self.gate.close(key, wait).await
+    }
+
+    async fn gate(&self, key: &str) -> Result<Duration, StoreError> {
+        self.gate.read(key).await
+    }
+
+    async fn note(&self, key: &str, facts: SharedFacts) -> Result<(), StoreError> {
+        let (left, ends) = match facts.left {
+            Some((left, ends)) => (left.to_string(), millis(ends)),
+            None => (String::new(), String::new()),
+        };
+        let (limit, window, kept) = match facts.quota {
+            Some((limit, window)) => (
+                limit.to_string(),
+                millis(window),
+                millis(quota_kept(window)),
+            ),
+            None => (String::new(), String::new(), String::new()),
+        };
+        self.store
+            .eval::<i64>(&NOTE, &self.keys(key), &[left, ends, limit, window, kept])
+            .await
+            .map(drop)
+            .map_err(store_error)
+    }
+}

@@ -1,0 +1,157 @@
+//! Processes that share what they learn through Redis, with no rate configured: four clients,
+//! each with its own pacer, its own HTTP connections and its own Redis connection (as four
+//! processes of `polite_fetch --redis URL` would have), 5 tasks and 30 requests each, against
+//! one fixed window of 20 per 2 s (the crate's mock, IETF headers) and a real `redis-server`.
+//! The quota's minimum time is 10 s: 120 requests are 6 windows, the first spent at once.
+//!
+//! The bars (issue 10): at most 10 responses 429 in all, within 1.2 × the minimum; Redis
+//! killed mid-run changes nothing but the 429 count (the failure policy, fail-open, holds).
+//! Each test prints its figures (`-- --nocapture`). Real time, loopback only.
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use crate::support::{RedisServer, take_turn};
+use reqwest_polite::PoliteClientBuilder;
+use reqwest_polite::limiter::redis::{RedisOptions, RedisStore};
+use reqwest_polite::mock::{RateLimitedApi, RateLimitedServer};
+use reqwest_polite::pacing::{Pacer, SharedBucket};
+
+const LIMIT: u64 = 20;
+const WINDOW: Duration = Duration::from_secs(2);
+const PROCESSES: usize = 4;
+const TASKS: usize = 5;
+const EACH: u64 = 30;
+
+/// These tests measure time: one at a time, so that on a 2-core machine they measure the
+/// pacers rather than each other.
+static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// The quota's minimum time for all 120 requests.
+fn minimum() -> Duration {
+    WINDOW * (PROCESSES as u32 * EACH as u32 / LIMIT as u32 - 1)
+}
+
+/// One "process": its own pacer (sharing through `redis` when given), client and tasks.
+async fn process(url: String, redis: Option<String>) {
+    let mut pacer = Pacer::builder();
+    if let Some(redis) = redis {
+        // Short command timeouts: a killed Redis is noticed within 50 ms.
+        let options = RedisOptions::default().with_command_timeout(Duration::from_millis(50));
+        let store = RedisStore::standalone(&redis, options).await.unwrap();
+        pacer = pacer.shared(SharedBucket::redis_learned(store, "learning_shared"));
+    }
+    let client = PoliteClientBuilder::new().pacer(pacer.build()).build();
+    let next = Arc::new(AtomicU64::new(0));
+    let tasks: Vec<_> = (0..TASKS)
+        .map(|_| {
+            let (client, url, next) = (client.clone(), url.clone(), next.clone());
+            tokio::spawn(async move {
+                while next.fetch_add(1, Ordering::SeqCst) < EACH {
+                    let response = client.get(&url).send().await.unwrap();
+                    assert_eq!(response.status(), 200, "a request was lost");
+                }
+            })
+        })
+        .collect();
+    for task in tasks {
+        task.await.unwrap();
+    }
+}
+
+/// Runs the four processes against `api`; `during` runs beside them (say, killing Redis).
+async fn run(
+    api: &RateLimitedServer,
+    redis: Option<String>,
+    during: impl Future<Output = ()>,
+) -> (Duration, usize) {
+    let started = Instant::now();
+    let processes: Vec<_> = (0..PROCESSES)
+        .map(|_| tokio::spawn(process(api.uri(), redis.clone())))
+        .collect();
+    during.await;
+    for process in processes {
+        process.await.unwrap();
+    }
+    let elapsed = started.elapsed();
+    assert_eq!(api.admitted(), PROCESSES * EACH as usize);
+    (elapsed, api.rejected())
+}
+
+fn report(name: &str, (elapsed, rejected): (Duration, usize)) -> f64 {
+    let ratio = elapsed.as_secs_f64() / minimum().as_secs_f64();
+    println!(
+        "{name}: {} requests in {:.2} s ({ratio:.3} × the minimum), {rejected} answered 429",
+        PROCESSES * EACH as usize,
+        elapsed.as_secs_f64()
+    );
+    ratio
+}
+
+async fn api() -> RateLimitedServer {
+    RateLimitedApi::global(LIMIT, WINDOW).start().await.unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn four_processes_share_what_they_learn() {
+    // Not beside the other files' measurements either.
+    let _turn = take_turn(module_path!()).await;
+    let _alone = ONE_AT_A_TIME.lock().await;
+    let redis = RedisServer::start();
+    // For comparison: each learns alone.
+    let alone = run(&api().await, None, async {}).await;
+    report("learning alone", alone);
+    let shared = run(&api().await, Some(redis.url()), async {}).await;
+    let ratio = report("learning shared through Redis", shared);
+    assert!(shared.1 <= 10, "{} responses were 429", shared.1);
+    // What Redis holds: the keys of one partition key share one hash tag (one Cluster slot),
+    // the key (here the mock's host and port) only as a digest, each with a TTL.
+    let mut redis_connection = redis.connection();
+    let keys: Vec<String> = redis::cmd("KEYS")
+        .arg("*")
+        .query(&mut redis_connection)
+        .unwrap();
+    assert!(!keys.is_empty());
+    for key in &keys {
+        assert!(key.starts_with("rp:{learning_shared:"), "{key}");
+        assert!(!key.contains("127.0.0.1"), "{key}");
+        let ttl: i64 = redis::cmd("PTTL")
+            .arg(key)
+            .query(&mut redis_connection)
+            .unwrap();
+        // -2: it expired since KEYS listed it; -1 (no TTL) would be the bug.
+        assert!(ttl > 0 || ttl == -2, "{key} has no TTL ({ttl})");
+    }
+    let tags: std::collections::HashSet<&str> =
+        keys.iter().filter_map(|k| k.split('}').next()).collect();
+    assert_eq!(tags.len(), 1, "{keys:?}");
+    // The issue's bar, as it is: 1.2 × 10 s leaves 2 s for the 5 window changes, each paused
+    // until the stated reset and its jitter (up to 20% of the pause, 10% on average).
+    assert!(
+        ratio <= 1.2,
+        "took {:?}, {ratio:.3} × the minimum",
+        shared.0
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_killed_mid_run_changes_only_the_429_count() {
+    // Not beside the other files' measurements either.
+    let _turn = take_turn(module_path!()).await;
+    let _alone = ONE_AT_A_TIME.lock().await;
+    let mut redis = RedisServer::start();
+    let url = redis.url();
+    let kill = async {
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        redis.stop();
+    };
+    let outcome = run(&api().await, Some(url), kill).await;
+    let ratio = report("Redis killed at 3 s", outcome);
+    // Every request still succeeded (asserted by `run`), in the same time: each process went
+    // on learning alone, as fail-open says.
+    assert!(
+        ratio <= 1.2,
+        "took {:?}, {ratio:.3} × the minimum",
+        outcome.0
+    );
+}
