@@ -3,6 +3,7 @@ use std::time::Duration;
 
 use wiremock::{MockBuilder, MockServer, ResponseTemplate};
 
+use super::responder::RefusalStyle;
 use super::{Layer, LoggedRequest, MockConfigError, RateLimitResponder, RequestLog};
 use crate::headers::HeaderDialect;
 
@@ -38,10 +39,7 @@ pub struct RateLimitedApi {
     layers: Vec<Layer>,
     dialects: Vec<HeaderDialect>,
     admitted: ResponseTemplate,
-    retry_after_ms: bool,
-    retry_after_date: bool,
-    silent: bool,
-    problem_details: bool,
+    style: RefusalStyle,
 }
 
 impl Default for RateLimitedApi {
@@ -58,10 +56,7 @@ impl RateLimitedApi {
             layers: Vec::new(),
             dialects: vec![HeaderDialect::Ietf],
             admitted: ResponseTemplate::new(200),
-            retry_after_ms: false,
-            retry_after_date: false,
-            silent: false,
-            problem_details: false,
+            style: RefusalStyle::default(),
         }
     }
 
@@ -170,7 +165,7 @@ impl RateLimitedApi {
     /// # }
     /// ```
     pub fn with_retry_after_ms(mut self) -> Self {
-        self.retry_after_ms = true;
+        self.style.retry_after_ms = true;
         self
     }
 
@@ -201,7 +196,7 @@ impl RateLimitedApi {
     /// # }
     /// ```
     pub fn retry_after_date(mut self) -> Self {
-        self.retry_after_date = true;
+        self.style.retry_after_date = true;
         self
     }
 
@@ -233,7 +228,7 @@ impl RateLimitedApi {
     /// # }
     /// ```
     pub fn silent(mut self) -> Self {
-        self.silent = true;
+        self.style.silent = true;
         self
     }
 
@@ -265,7 +260,7 @@ impl RateLimitedApi {
     /// # }
     /// ```
     pub fn problem_details(mut self) -> Self {
-        self.problem_details = true;
+        self.style.problem_details = true;
         self
     }
 
@@ -313,10 +308,7 @@ impl RateLimitedApi {
             self.layers,
             self.dialects,
             self.admitted,
-            self.retry_after_ms,
-            self.retry_after_date,
-            self.silent,
-            self.problem_details,
+            self.style,
         ))
     }
 

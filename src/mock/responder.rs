@@ -56,14 +56,21 @@ struct Inner {
     layers: Vec<Layer>,
     dialects: Vec<HeaderDialect>,
     admitted: ResponseTemplate,
-    retry_after_ms: bool,
-    /// `Retry-After` as an HTTP-date rather than seconds.
-    retry_after_date: bool,
-    /// Bare 429s: no `Retry-After`, no quota field, on any response.
-    silent: bool,
-    /// 429 bodies as `application/problem+json` of type `quota-exceeded`.
-    problem_details: bool,
+    style: RefusalStyle,
     log: RequestLog,
+}
+
+/// How a mock words its refusals (and, when silent, its admissions).
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct RefusalStyle {
+    /// `retry-after-ms` beside `Retry-After`.
+    pub(crate) retry_after_ms: bool,
+    /// `Retry-After` as an HTTP-date rather than seconds.
+    pub(crate) retry_after_date: bool,
+    /// Bare 429s: no `Retry-After`, no quota field, on any response.
+    pub(crate) silent: bool,
+    /// 429 bodies as `application/problem+json` of type `quota-exceeded`.
+    pub(crate) problem_details: bool,
 }
 
 /// What the layers concluded about one request.
@@ -97,20 +104,14 @@ impl RateLimitResponder {
         layers: Vec<Layer>,
         dialects: Vec<HeaderDialect>,
         admitted: ResponseTemplate,
-        retry_after_ms: bool,
-        retry_after_date: bool,
-        silent: bool,
-        problem_details: bool,
+        style: RefusalStyle,
     ) -> Self {
         Self {
             inner: Arc::new(Inner {
                 layers,
                 dialects,
                 admitted,
-                retry_after_ms,
-                retry_after_date,
-                silent,
-                problem_details,
+                style,
                 log: RequestLog::new(),
             }),
         }
@@ -181,21 +182,21 @@ impl RateLimitResponder {
         before: &[Decided<'_>],
         now: SystemTime,
     ) -> ResponseTemplate {
-        if self.inner.silent {
+        if self.inner.style.silent {
             return ResponseTemplate::new(429).set_body_string("Too Many Requests");
         }
         let wait = by.decision.retry_after.unwrap_or(by.decision.reset);
         // Never "0": a client told to wait 0 s would come straight back.
         let seconds = retry_after_seconds(wait).max(1);
         let response = ResponseTemplate::new(429);
-        let mut response = if self.inner.problem_details {
+        let mut response = if self.inner.style.problem_details {
             let body = quota_exceeded_problem(by, seconds).to_string();
             response.set_body_raw(body, "application/problem+json")
         } else {
             response.set_body_json(too_many_requests_body(by, seconds))
         }
         .insert_header(http::header::RETRY_AFTER, seconds);
-        if self.inner.retry_after_date {
+        if self.inner.style.retry_after_date {
             // The instant the wait ends, rounded up: a server never names a time too early.
             let since_epoch = now.duration_since(UNIX_EPOCH).unwrap_or(Duration::ZERO);
             let until = since_epoch.saturating_add(wait);
@@ -203,7 +204,7 @@ impl RateLimitResponder {
             let date = httpdate::fmt_http_date(UNIX_EPOCH + Duration::from_secs(whole));
             response = response.insert_header(http::header::RETRY_AFTER, date);
         }
-        if self.inner.retry_after_ms {
+        if self.inner.style.retry_after_ms {
             let (name, value) = render_retry_after_ms(wait.max(Duration::from_millis(1)));
             response = response.insert_header(name, value);
         }
@@ -218,7 +219,7 @@ impl RateLimitResponder {
         now: SystemTime,
         mut response: ResponseTemplate,
     ) -> ResponseTemplate {
-        if self.inner.silent {
+        if self.inner.style.silent {
             return response;
         }
         let quota = |d: &Decided<'_>| QuotaState {

@@ -244,6 +244,14 @@ fn silent() -> RateLimitInfo {
     RateLimitInfo::default()
 }
 
+/// `count` requests reserved at `sent` and admitted at `seen` by a server that states nothing.
+fn admit_silently(q: &mut KeyQuota, count: usize, sent: Duration, seen: Duration) {
+    for _ in 0..count {
+        let ticket = reserve(q, sent);
+        see(q, seen, ticket, false, &silent());
+    }
+}
+
 /// Five admitted from 0 ms, a throttle, a failed probe, then a probe admitted at 637 ms: the
 /// estimate is 5 per 637 ms, and the window that began with that probe is running.
 fn estimated() -> KeyQuota {
@@ -283,10 +291,7 @@ fn a_bare_throttle_pauses_then_probes_and_the_probe_bounds_the_window() {
     // Five were admitted in the window that ended between 261 ms and 637 ms after it began.
     assert_eq!(q.estimate(MS * 638), Some((5, MS * 637)));
     // The probe was the window's first: four more go, then the key waits for the next window.
-    for _ in 0..4 {
-        let ticket = reserve(&mut q, MS * 640);
-        see(&mut q, MS * 641, ticket, false, &silent());
-    }
+    admit_silently(&mut q, 4, MS * 640, MS * 641);
     // A window of 261 ms was not enough, 637 ms was: the next window's first request goes
     // alone at the midpoint, 449 ms in.
     assert_eq!(q.try_reserve(MS * 641, 1), Admission::WaitUntil(MS * 1086));
@@ -308,10 +313,7 @@ fn a_bare_throttle_pauses_then_probes_and_the_probe_bounds_the_window() {
 #[test]
 fn a_refusal_inside_an_estimated_window_floors_the_quota_at_what_it_admitted_and_waits() {
     let mut q = estimated();
-    for _ in 0..2 {
-        let ticket = reserve(&mut q, MS * 640);
-        see(&mut q, MS * 641, ticket, false, &silent());
-    }
+    admit_silently(&mut q, 2, MS * 640, MS * 641);
     let refused = reserve(&mut q, MS * 650);
     // Three were admitted in this window (the probe and two): the key waits for the next
     // window's first try (449 ms in). The curve is cut to 70% of three (2.1), but three is
@@ -331,10 +333,7 @@ fn a_refusal_inside_an_estimated_window_floors_the_quota_at_what_it_admitted_and
 #[test]
 fn a_first_request_refused_at_the_midpoint_raises_the_lower_bound() {
     let mut q = estimated();
-    for _ in 0..4 {
-        let ticket = reserve(&mut q, MS * 640);
-        see(&mut q, MS * 641, ticket, false, &silent());
-    }
+    admit_silently(&mut q, 4, MS * 640, MS * 641);
     // Refused 449 ms into the window: the window is longer. The running window keeps its
     // count, and the next try is the midpoint of 449 and 637 ms: 543 ms in.
     let first = reserve(&mut q, MS * 1086);
@@ -387,10 +386,7 @@ fn a_stated_quota_replaces_the_estimate() {
 #[test]
 fn a_first_request_refused_at_the_estimated_end_measures_the_window_again() {
     let mut q = estimated();
-    for _ in 0..4 {
-        let ticket = reserve(&mut q, MS * 640);
-        see(&mut q, MS * 641, ticket, false, &silent());
-    }
+    admit_silently(&mut q, 4, MS * 640, MS * 641);
     // Say the bounds have met: 630 ms was not enough, 637 ms was. The next first request goes
     // at the window's end, 1274 ms...
     q.silence.as_mut().unwrap().too_short = MS * 630;
