@@ -148,25 +148,32 @@ mod boundary_burst_demo {
         assert_eq!(by_name[1], ("sliding log", Some(100)));
         assert_eq!(by_name[4], ("leaky bucket", None), "no Redis script");
         // Real time: a request decided on the wrong side of the boundary (a stalled machine,
-        // more than the 1 ms guard) counts in the other window. Only then may the others
+        // more than the 1 ms guard) counts in the other window. Only then may the fixed window
         // differ.
         if outcome.crossed_boundary == 0 {
-            assert_eq!(
-                by_name,
-                [
-                    ("fixed window", Some(200)),
-                    ("sliding log", Some(100)),
-                    ("sliding counter", Some(103)),
-                    ("token bucket", Some(106)),
-                    ("leaky bucket", None),
-                ],
-                "latest decision {:?} after its slot",
-                outcome.latest
-            );
+            assert_eq!(by_name[0], ("fixed window", Some(200)));
         } else {
             eprintln!(
                 "{} requests crossed the boundary (latest {:?}): only the exact figures checked",
                 outcome.crossed_boundary, outcome.latest
+            );
+            return;
+        }
+        // The time-driven two find a request decided late further along: the bucket has
+        // refilled, the previous window weighs less, by at most one unit per 60 ms of lateness
+        // (a 6 s window over 100 units). Measured: 107 tokens once, 31 ms late, on a machine
+        // kept busy by a parallel build; on time, exactly the in-memory figures.
+        let per_unit = Duration::from_secs(6) / 100;
+        let slack = outcome.latest.as_nanos().div_ceil(per_unit.as_nanos()) as usize;
+        for (index, name, exact) in [(2, "sliding counter", 103), (3, "token bucket", 106)] {
+            let (got_name, got) = by_name[index];
+            let got = got.unwrap_or(0);
+            assert_eq!(got_name, name);
+            assert!(
+                (exact..=exact + slack).contains(&got),
+                "{name}: {got} admitted, {exact} on time, at most {slack} more for a decision \
+                 {:?} late",
+                outcome.latest
             );
         }
     }
