@@ -148,7 +148,7 @@ impl RateLimitedApi {
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
     /// let api = RateLimitedApi::global(1, Duration::from_secs(2))
-    ///     .with_retry_after_ms()
+    ///     .retry_after_ms()
     ///     .start()
     ///     .await?;
     /// let client = reqwest::Client::new();
@@ -164,7 +164,7 @@ impl RateLimitedApi {
     /// # Ok(())
     /// # }
     /// ```
-    pub fn with_retry_after_ms(mut self) -> Self {
+    pub fn retry_after_ms(mut self) -> Self {
         self.style.retry_after_ms = true;
         self
     }
@@ -203,7 +203,7 @@ impl RateLimitedApi {
     /// Says nothing about its limits: a 429 carries no `Retry-After` and no response carries
     /// a rate-limit field, as many real APIs answer. With any algorithm, for testing clients
     /// against servers that state nothing (overrides [`dialects`](Self::dialects) and
-    /// [`with_retry_after_ms`](Self::with_retry_after_ms)).
+    /// [`retry_after_ms`](Self::retry_after_ms)).
     ///
     /// ```
     /// use std::time::Duration;

@@ -35,7 +35,7 @@
 //! `RateLimit` item (8 bytes of SHA-256 over the layer's name and the request's partition key,
 //! so no address or API key is echoed). `X-RateLimit-Reset` is the mock's
 //! wall clock plus the layer's reset. A request no layer applies to gets no quota headers.
-//! [`RateLimitedApi::with_retry_after_ms`] adds `retry-after-ms` to each 429, for windows
+//! [`RateLimitedApi::retry_after_ms`] adds `retry-after-ms` to each 429, for windows
 //! shorter than a second.
 //!
 //! # Layers are checked in order; the first rejection stops

@@ -98,7 +98,7 @@ async fn retry_after_ms_tells_sub_second_waits_rounded_up_to_the_millisecond() {
         .with_clock(clock.clone());
     let api = RateLimitedApi::new()
         .layer(Layer::new("global", Partition::Global, limiter))
-        .with_retry_after_ms()
+        .retry_after_ms()
         .start()
         .await
         .unwrap();
