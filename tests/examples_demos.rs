@@ -542,8 +542,12 @@ mod thundering_herd_demo {
             "spread {:?}: {herd:#?}",
             herd.spread()
         );
+        // 20 draws over ±10% of 2 s fall in 40 bins of 10 ms: by chance a bin holds 7 or more
+        // in fewer than 1 run in 70,000, but 5 or more in up to 1 in 230 (union bound), and a
+        // loaded machine's late wake-ups bunch arrivals further (measured once: 5, beside a
+        // parallel build). A herd puts all 20 in one bin.
         assert!(
-            herd.busiest_10ms() <= 4,
+            herd.busiest_10ms() <= 6,
             "busiest 10 ms bin: {}",
             herd.busiest_10ms()
         );
