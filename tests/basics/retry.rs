@@ -1,11 +1,11 @@
 //! The retry middleware against wiremock servers: what is retried, how long it waits, and what
 //! the caller gets back when it gives up.
 
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
-use crate::support::closed_port;
+use crate::support::{Recorder, closed_port, server_answering};
 use http::Extensions;
 use reqwest::{Method, Request, Response};
 use reqwest_middleware::{ClientWithMiddleware, Middleware, Next};
@@ -17,23 +17,6 @@ use reqwest_polite::retry::{
 use reqwest_polite::time::{Jitter, Sleeper};
 use wiremock::matchers::{any, header, header_exists, method, path};
 use wiremock::{Mock, MockServer, ResponseTemplate};
-
-/// Records each wait the middleware asks for and returns at once.
-#[derive(Clone, Default)]
-struct Recorder(Arc<Mutex<Vec<Duration>>>);
-
-impl Recorder {
-    fn waits(&self) -> Vec<Duration> {
-        self.0.lock().unwrap().clone()
-    }
-}
-
-impl Sleeper for Recorder {
-    fn sleep(&self, wait: Duration) -> std::pin::Pin<Box<dyn Future<Output = ()> + Send>> {
-        self.0.lock().unwrap().push(wait);
-        Box::pin(std::future::ready(()))
-    }
-}
 
 /// The retry layer alone: pacing would add waits of its own on top of the recorded ones.
 fn client_with(policy: RetryPolicy, recorder: &Recorder) -> ClientWithMiddleware {
@@ -361,7 +344,8 @@ struct PausedClockSleeper(Recorder);
 
 impl Sleeper for PausedClockSleeper {
     fn sleep(&self, wait: Duration) -> std::pin::Pin<Box<dyn Future<Output = ()> + Send>> {
-        self.0.0.lock().unwrap().push(wait);
+        // The recorder's own future is ready at once: this only records.
+        drop(self.0.sleep(wait));
         Box::pin(tokio::time::advance(wait))
     }
 }
@@ -891,17 +875,8 @@ impl Classify for NeverRetry {
 /// A server answering `status` (with `Retry-After: 1`) once, then 200; the status the client
 /// got back and how many waits it asked for, with `retry` as the retry layer.
 async fn first_refusal_then_ok(status: u16, retry: RetryMiddleware) -> (u16, usize) {
-    let server = MockServer::start().await;
-    Mock::given(method("GET"))
-        .respond_with(ResponseTemplate::new(status).insert_header("retry-after", "1"))
-        .up_to_n_times(1)
-        .with_priority(1)
-        .mount(&server)
-        .await;
-    Mock::given(method("GET"))
-        .respond_with(ResponseTemplate::new(200))
-        .mount(&server)
-        .await;
+    let refusal = ResponseTemplate::new(status).insert_header("retry-after", "1");
+    let server = server_answering(refusal, 1).await;
     let recorder = Recorder::default();
     let client = PoliteClientBuilder::new()
         .no_pacing()

@@ -1,8 +1,8 @@
 //! Streamed bodies against wiremock servers: retried when a `BodyFactory` makes them anew, by
 //! the same rules as any other request, and sent once without one.
 
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -15,9 +15,10 @@ use reqwest_polite::retry::{
     BodyFactory, BodyFactoryError, RetryBudget, RetryError, RetryMiddleware, RetryOverride,
     RetryPolicy,
 };
-use reqwest_polite::time::{Jitter, Sleeper};
-use wiremock::matchers::any;
-use wiremock::{Mock, MockServer, ResponseTemplate};
+use reqwest_polite::time::Jitter;
+use wiremock::{MockServer, ResponseTemplate};
+
+use crate::support::{Recorder, server_answering};
 
 /// The upload, sent in three chunks.
 const CHUNKS: [&str; 3] = ["id,total\n", "1,10\n", "2,20\n"];
@@ -41,23 +42,6 @@ fn counting_factory() -> (BodyFactory, Arc<AtomicU32>) {
     (factory, made)
 }
 
-/// Records each wait the retry layer asks for and returns at once.
-#[derive(Clone, Default)]
-struct Recorder(Arc<Mutex<Vec<Duration>>>);
-
-impl Recorder {
-    fn waits(&self) -> Vec<Duration> {
-        self.0.lock().unwrap().clone()
-    }
-}
-
-impl Sleeper for Recorder {
-    fn sleep(&self, wait: Duration) -> std::pin::Pin<Box<dyn Future<Output = ()> + Send>> {
-        self.0.lock().unwrap().push(wait);
-        Box::pin(std::future::ready(()))
-    }
-}
-
 /// The retry layer alone, exact waits, `max_retries` retries.
 fn client(max_retries: u32, recorder: &Recorder) -> ClientWithMiddleware {
     let policy = RetryPolicy::new()
@@ -67,22 +51,6 @@ fn client(max_retries: u32, recorder: &Recorder) -> ClientWithMiddleware {
         .no_pacing()
         .retry(RetryMiddleware::new(policy).with_sleeper(recorder.clone()))
         .build()
-}
-
-/// A server that answers `first` to the first `times` requests, then 200.
-async fn server_answering(first: ResponseTemplate, times: u64) -> MockServer {
-    let server = MockServer::start().await;
-    Mock::given(any())
-        .respond_with(first)
-        .up_to_n_times(times)
-        .with_priority(1)
-        .mount(&server)
-        .await;
-    Mock::given(any())
-        .respond_with(ResponseTemplate::new(200))
-        .mount(&server)
-        .await;
-    server
 }
 
 fn too_many_now() -> ResponseTemplate {

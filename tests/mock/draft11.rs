@@ -16,6 +16,8 @@ use reqwest_polite::{Pacer, PacingMiddleware, RateLimitInfo};
 use wiremock::matchers::any;
 use wiremock::{Mock, MockServer, ResponseTemplate};
 
+use crate::support::server_answering;
+
 const QUOTA_EXCEEDED: &str = "https://iana.org/assignments/http-problem-types#quota-exceeded";
 /// A guard against a client that would wait for a body the server holds back: far above the
 /// few milliseconds the loopback needs, it only turns a hang into a failure.
@@ -158,22 +160,11 @@ async fn a_response_from_a_cache_states_no_quota_through_the_client() {
 
 #[tokio::test]
 async fn a_client_honours_retry_after_over_an_hour_long_effective_window() {
-    let server = MockServer::start().await;
-    Mock::given(any())
-        .respond_with(
-            ResponseTemplate::new(429)
-                .insert_header("retry-after", "1")
-                .insert_header("ratelimit-policy", r#""hourly";q=10;w=3600"#)
-                .insert_header("ratelimit", r#""hourly";r=0;t=3600"#),
-        )
-        .up_to_n_times(1)
-        .with_priority(1)
-        .mount(&server)
-        .await;
-    Mock::given(any())
-        .respond_with(ResponseTemplate::new(200))
-        .mount(&server)
-        .await;
+    let refusal = ResponseTemplate::new(429)
+        .insert_header("retry-after", "1")
+        .insert_header("ratelimit-policy", r#""hourly";q=10;w=3600"#)
+        .insert_header("ratelimit", r#""hourly";r=0;t=3600"#);
+    let server = server_answering(refusal, 1).await;
 
     // The default client refuses to wait longer than its cap: had it taken `t` over
     // `Retry-After`, it would fail at once instead of retrying after a second.

@@ -19,6 +19,7 @@ mod rates;
 mod redis_cluster;
 #[cfg(feature = "redis")]
 mod redis_server;
+mod retries;
 mod turns;
 mod windows;
 
@@ -27,6 +28,7 @@ pub use clients::bare_client;
 pub use headers::{collect_headers, header_map};
 pub use ports::{closed_port, free_port, silent_listener};
 pub use rates::{nz, refill};
+pub use retries::{Recorder, server_answering};
 // The Redis servers talk to their children with the `redis` crate, there only with the feature.
 #[cfg(feature = "redis")]
 pub use process::temp_root;
