@@ -124,7 +124,8 @@ impl Rate {
 
     /// The time one unit takes to flow, rounded up to the nanosecond.
     pub fn interval(&self) -> Duration {
-        self.exact().time_for(self.exact().scale)
+        let exact = self.exact();
+        exact.time_for(exact.scale)
     }
 
     /// This rate shared evenly by `parts` processes: the flow divided by `parts`, and the burst
