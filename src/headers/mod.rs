@@ -302,7 +302,9 @@ impl RateLimitInfo {
     }
 
     /// Parses every rate-limit dialect in `headers`, measuring dates against the local clock
-    /// when the response carries no `Date` header.
+    /// when the response carries no `Date` header. The local clock is the system clock, or,
+    /// under `tokio::time::pause`, a wall clock that moves with tokio's (as
+    /// [`UnixClock`](crate::time::UnixClock) does).
     ///
     /// ```
     /// use std::time::Duration;
@@ -317,7 +319,7 @@ impl RateLimitInfo {
     /// assert!(info.policies.is_empty());
     /// ```
     pub fn from_headers(headers: &http::HeaderMap) -> RateLimitInfo {
-        Self::from_headers_at(headers, SystemTime::now())
+        Self::from_headers_at(headers, crate::time::wall_now())
     }
 
     /// Parses every rate-limit dialect in `headers`, with `now` as the local clock.

@@ -1,9 +1,9 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use wiremock::{MockBuilder, MockServer, ResponseTemplate};
+use wiremock::{MockBuilder, MockServer};
 
-use super::responder::RefusalStyle;
+use super::responder::{RefusalStyle, Reply};
 use super::{Layer, LoggedRequest, MockConfigError, RateLimitResponder, RequestLog};
 use crate::headers::HeaderDialect;
 
@@ -38,7 +38,7 @@ use crate::headers::HeaderDialect;
 pub struct RateLimitedApi {
     layers: Vec<Layer>,
     dialects: Vec<HeaderDialect>,
-    admitted: ResponseTemplate,
+    admitted: Reply,
     style: RefusalStyle,
 }
 
@@ -55,7 +55,7 @@ impl RateLimitedApi {
         Self {
             layers: Vec::new(),
             dialects: vec![HeaderDialect::Ietf],
-            admitted: ResponseTemplate::new(200),
+            admitted: Reply::new(200),
             style: RefusalStyle::default(),
         }
     }
@@ -284,13 +284,13 @@ impl RateLimitedApi {
     /// # }
     /// ```
     pub fn ok_json(mut self, body: serde_json::Value) -> Self {
-        self.admitted = ResponseTemplate::new(200).set_body_json(body);
+        self.admitted = Reply::new(200).json(&body);
         self
     }
 
     /// Admitted requests get 200 with this text body.
     pub fn ok_text(mut self, body: impl Into<String>) -> Self {
-        self.admitted = ResponseTemplate::new(200).set_body_string(body.into());
+        self.admitted = Reply::new(200).body(body.into(), "text/plain");
         self
     }
 

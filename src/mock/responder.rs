@@ -3,6 +3,7 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use http::{HeaderName, HeaderValue};
 use sha2::{Digest, Sha256};
 use wiremock::{Request, Respond, ResponseTemplate};
 
@@ -55,9 +56,78 @@ pub struct RateLimitResponder {
 struct Inner {
     layers: Vec<Layer>,
     dialects: Vec<HeaderDialect>,
-    admitted: ResponseTemplate,
+    admitted: Reply,
     style: RefusalStyle,
     log: RequestLog,
+}
+
+/// One answer, before it goes out through wiremock or, in process, straight to the client.
+#[derive(Debug, Clone)]
+pub(crate) struct Reply {
+    status: u16,
+    headers: Vec<(HeaderName, HeaderValue)>,
+    /// The body and its content type.
+    body: Option<(Vec<u8>, &'static str)>,
+}
+
+impl Reply {
+    pub(crate) fn new(status: u16) -> Self {
+        Self {
+            status,
+            headers: Vec::new(),
+            body: None,
+        }
+    }
+
+    pub(crate) fn body(mut self, bytes: impl Into<Vec<u8>>, content_type: &'static str) -> Self {
+        self.body = Some((bytes.into(), content_type));
+        self
+    }
+
+    pub(crate) fn json(self, value: &serde_json::Value) -> Self {
+        self.body(value.to_string(), "application/json")
+    }
+
+    /// Sets `name` to `value`, replacing what it had.
+    fn header(mut self, name: HeaderName, value: impl Into<HeaderValue>) -> Self {
+        self.headers.retain(|(n, _)| *n != name);
+        self.headers.push((name, value.into()));
+        self
+    }
+
+    fn into_template(self) -> ResponseTemplate {
+        let mut template = ResponseTemplate::new(self.status);
+        for (name, value) in self.headers {
+            template = template.insert_header(name, value);
+        }
+        match self.body {
+            Some((bytes, content_type)) => template.set_body_raw(bytes, content_type),
+            None => template,
+        }
+    }
+
+    /// The response a server would have sent at `date`, with its `Date` header.
+    fn into_response(self, date: SystemTime) -> http::Response<Vec<u8>> {
+        let mut response = http::Response::new(Vec::new());
+        *response.status_mut() =
+            http::StatusCode::from_u16(self.status).expect("the mock answers known statuses");
+        let headers = response.headers_mut();
+        let stamp = HeaderValue::from_str(&httpdate::fmt_http_date(date))
+            .expect("an HTTP-date is a valid header value");
+        headers.insert(http::header::DATE, stamp);
+        for (name, value) in self.headers {
+            headers.insert(name, value);
+        }
+        if let Some((bytes, content_type)) = self.body {
+            headers.insert(
+                http::header::CONTENT_TYPE,
+                HeaderValue::from_static(content_type),
+            );
+            headers.insert(http::header::CONTENT_LENGTH, HeaderValue::from(bytes.len()));
+            *response.body_mut() = bytes;
+        }
+        response
+    }
 }
 
 /// How a mock words its refusals (and, when silent, its admissions).
@@ -103,7 +173,7 @@ impl RateLimitResponder {
     pub(crate) fn new(
         layers: Vec<Layer>,
         dialects: Vec<HeaderDialect>,
-        admitted: ResponseTemplate,
+        admitted: Reply,
         style: RefusalStyle,
     ) -> Self {
         Self {
@@ -122,7 +192,7 @@ impl RateLimitResponder {
         self.inner.log.clone()
     }
 
-    fn admitted(&self) -> ResponseTemplate {
+    fn admitted(&self) -> Reply {
         self.inner.admitted.clone()
     }
 
@@ -132,8 +202,8 @@ impl RateLimitResponder {
         at: Instant,
         at_system: SystemTime,
         entry: Entry,
-        response: ResponseTemplate,
-    ) -> ResponseTemplate {
+        response: Reply,
+    ) -> Reply {
         self.inner.log.push(LoggedRequest {
             at,
             at_system,
@@ -181,32 +251,33 @@ impl RateLimitResponder {
         by: &Decided<'_>,
         before: &[Decided<'_>],
         now: SystemTime,
-    ) -> ResponseTemplate {
+    ) -> Reply {
         if self.inner.style.silent {
-            return ResponseTemplate::new(429).set_body_string("Too Many Requests");
+            return Reply::new(429).body("Too Many Requests", "text/plain");
         }
         let wait = by.decision.retry_after.unwrap_or(by.decision.reset);
         // Never "0": a client told to wait 0 s would come straight back.
         let seconds = retry_after_seconds(wait).max(1);
-        let response = ResponseTemplate::new(429);
+        let response = Reply::new(429);
         let mut response = if self.inner.style.problem_details {
             let body = quota_exceeded_problem(by, seconds).to_string();
-            response.set_body_raw(body, "application/problem+json")
+            response.body(body, "application/problem+json")
         } else {
-            response.set_body_json(too_many_requests_body(by, seconds))
+            response.json(&too_many_requests_body(by, seconds))
         }
-        .insert_header(http::header::RETRY_AFTER, seconds);
+        .header(http::header::RETRY_AFTER, seconds);
         if self.inner.style.retry_after_date {
             // The instant the wait ends, rounded up: a server never names a time too early.
             let since_epoch = now.duration_since(UNIX_EPOCH).unwrap_or(Duration::ZERO);
             let until = since_epoch.saturating_add(wait);
             let whole = until.as_secs() + u64::from(until.subsec_nanos() > 0);
             let date = httpdate::fmt_http_date(UNIX_EPOCH + Duration::from_secs(whole));
-            response = response.insert_header(http::header::RETRY_AFTER, date);
+            let date = HeaderValue::from_str(&date).expect("an HTTP-date is a valid header value");
+            response = response.header(http::header::RETRY_AFTER, date);
         }
         if self.inner.style.retry_after_ms {
             let (name, value) = render_retry_after_ms(wait.max(Duration::from_millis(1)));
-            response = response.insert_header(name, value);
+            response = response.header(name, value);
         }
         self.quota_headers(by, before, now, response)
     }
@@ -217,8 +288,8 @@ impl RateLimitResponder {
         stated: &Decided<'_>,
         others: &[Decided<'_>],
         now: SystemTime,
-        mut response: ResponseTemplate,
-    ) -> ResponseTemplate {
+        mut response: Reply,
+    ) -> Reply {
         if self.inner.style.silent {
             return response;
         }
@@ -243,7 +314,7 @@ impl RateLimitResponder {
                 &first[..]
             };
             for (name, value) in dialect.render(quotas, now) {
-                response = response.insert_header(name, value);
+                response = response.header(name, value);
             }
         }
         response
@@ -252,8 +323,75 @@ impl RateLimitResponder {
 
 impl Respond for RateLimitResponder {
     fn respond(&self, request: &Request) -> ResponseTemplate {
-        let at = Instant::now();
-        let at_system = SystemTime::now();
+        let (reply, _) = self.answer(request);
+        reply.into_template()
+    }
+}
+
+/// The responder as the innermost middleware of a client: it answers every request itself,
+/// in the same process, with no socket. Requests and answers are exactly those of a server
+/// started with [`RateLimitedApi::start`](super::RateLimitedApi::start), plus the `Date`
+/// header a server adds.
+///
+/// Its clocks are tokio's: inside a runtime with paused time (`#[tokio::test(start_paused =
+/// true)]`), windows, resets, dates and the client's sleeps all move together on the paused
+/// clock, so a test of a client against a quota of minutes runs in milliseconds and gives the
+/// same figures every run.
+///
+/// ```
+/// use std::time::Duration;
+/// use reqwest_polite::PoliteClientBuilder;
+/// use reqwest_polite::mock::RateLimitedApi;
+///
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// // Arrange: 5 requests per 10 s, answered in process, on tokio's paused clock.
+/// let api = RateLimitedApi::global(5, Duration::from_secs(10)).responder()?;
+/// let client = PoliteClientBuilder::new().with_inner(api.clone()).build();
+/// let started = tokio::time::Instant::now();
+///
+/// // Act: 12 requests, so the client must wait for a third window.
+/// for _ in 0..12 {
+///     let response = client.get("http://api.test/items").send().await?;
+///     assert_eq!(response.status(), 200);
+/// }
+///
+/// // Assert: every request got through; the waits were slept on the paused clock.
+/// assert_eq!(api.log().admitted(), 12);
+/// assert!(started.elapsed() >= Duration::from_secs(10));
+/// # Ok(())
+/// # }
+/// ```
+#[async_trait::async_trait]
+impl reqwest_middleware::Middleware for RateLimitResponder {
+    async fn handle(
+        &self,
+        request: reqwest::Request,
+        _extensions: &mut http::Extensions,
+        _next: reqwest_middleware::Next<'_>,
+    ) -> reqwest_middleware::Result<reqwest::Response> {
+        let body = request
+            .body()
+            .and_then(|body| body.as_bytes())
+            .map(<[u8]>::to_vec)
+            .unwrap_or_default();
+        let seen = Request {
+            url: request.url().clone(),
+            method: request.method().clone(),
+            headers: request.headers().clone(),
+            body,
+        };
+        let (reply, date) = self.answer(&seen);
+        Ok(reqwest::Response::from(reply.into_response(date)))
+    }
+}
+
+impl RateLimitResponder {
+    /// Decides, logs, and words the answer to `request`; returns it with the wall-clock time
+    /// it was given.
+    fn answer(&self, request: &Request) -> (Reply, SystemTime) {
+        let at = tokio::time::Instant::now().into_std();
+        let at_system = crate::time::wall_now();
         let outcome = self.decide(request);
         let (response, entry) = match outcome {
             Outcome::Admitted(mut decided) => match closest_to_limit(&decided) {
@@ -282,8 +420,7 @@ impl Respond for RateLimitResponder {
                     error = %error,
                     "mock rate-limit store failed: answering 503"
                 );
-                let response =
-                    ResponseTemplate::new(503).set_body_json(unavailable_body(layer, &error));
+                let response = Reply::new(503).json(&unavailable_body(layer, &error));
                 let entry = Entry {
                     layer: Some(layer.name().to_owned()),
                     key: Some(key),
@@ -293,7 +430,10 @@ impl Respond for RateLimitResponder {
                 (response, entry)
             }
         };
-        self.finish(request, at, at_system, entry, response)
+        (
+            self.finish(request, at, at_system, entry, response),
+            at_system,
+        )
     }
 }
 

@@ -52,6 +52,11 @@ impl Clock for SystemClock {
 /// It is not monotonic: if the system clock steps back, limiters see time stand still (they
 /// never refund), then resume.
 ///
+/// Inside a tokio runtime with paused time it moves with tokio's clock: a test that pauses time
+/// sees the wall clock advance by exactly what tokio auto-advanced, so windows aligned with
+/// whole seconds and dates in headers stay consistent with the sleeps. Outside paused time it
+/// is the system clock.
+///
 /// ```
 /// use reqwest_polite::time::{Clock, UnixClock};
 ///
@@ -63,9 +68,31 @@ pub struct UnixClock;
 
 impl Clock for UnixClock {
     fn now(&self) -> Duration {
-        SystemTime::now()
+        wall_now()
             .duration_since(UNIX_EPOCH)
             .unwrap_or(Duration::ZERO)
+    }
+}
+
+/// The crate's one reading of the wall clock: the system time, moved by how far tokio's clock
+/// runs ahead of the real monotonic clock.
+///
+/// In a runtime with real time the two monotonic readings agree (to the nanosecond), so this is
+/// the system time. Under `tokio::time::pause` tokio's clock jumps ahead of the real one as it
+/// auto-advances, and the wall clock jumps with it: a mock server and a pacer in one paused
+/// runtime agree on dates, Unix resets and whole-second windows, with no sleep taking real
+/// time.
+pub(crate) fn wall_now() -> SystemTime {
+    let real = Instant::now();
+    let tokio = tokio::time::Instant::now().into_std();
+    let system = SystemTime::now();
+    match tokio.checked_duration_since(real) {
+        Some(ahead) => system + ahead,
+        // Read a few nanoseconds before `real`, or (a paused clock created earlier and
+        // never advanced) behind it.
+        None => system
+            .checked_sub(real.duration_since(tokio))
+            .unwrap_or(system),
     }
 }
 

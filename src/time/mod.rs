@@ -20,6 +20,7 @@ mod sleep;
 
 use std::time::Duration;
 
+pub(crate) use clock::wall_now;
 pub use clock::{Clock, ManualClock, SystemClock, TokioClock, UnixClock};
 pub use jitter::Jitter;
 pub(crate) use rate::ExactRate;

@@ -20,6 +20,8 @@ mod redis_cluster;
 #[cfg(feature = "redis")]
 mod redis_server;
 mod retries;
+#[cfg(feature = "mock")]
+mod simulated;
 mod turns;
 mod windows;
 
@@ -29,6 +31,8 @@ pub use headers::{collect_headers, header_map};
 pub use ports::{closed_port, free_port, silent_listener};
 pub use rates::{nz, refill};
 pub use retries::{Recorder, server_answering};
+#[cfg(feature = "mock")]
+pub use simulated::{SimulatedRun, simulated_sync_job, start_at_phase};
 // The Redis servers talk to their children with the `redis` crate, there only with the feature.
 #[cfg(feature = "redis")]
 pub use process::temp_root;

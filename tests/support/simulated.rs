@@ -1,0 +1,104 @@
+//! A sync job against the crate's rate-limited mock answered in process
+//! ([`RateLimitResponder`] as the client's innermost middleware), on tokio's paused clock: no
+//! socket, no real sleep, so a job of many windows runs in milliseconds and its figures are
+//! the pacer's alone, whatever else the machine is doing.
+//!
+//! Call it from `#[tokio::test(start_paused = true)]`. The only randomness left is the jitter
+//! the client draws; each caller sweeps the start's phase within the second, since servers'
+//! windows align with whole seconds of the wall clock.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use reqwest_polite::PoliteClientBuilder;
+use reqwest_polite::mock::{LoggedRequest, RateLimitResponder};
+use tokio::time::Instant;
+
+/// What one simulated sync job measured.
+#[derive(Debug)]
+pub struct SimulatedRun {
+    pub elapsed: Duration,
+    pub rejected: usize,
+    /// The longest any one request took, its waits and retries included.
+    pub slowest: Duration,
+    pub log: Vec<LoggedRequest>,
+}
+
+impl SimulatedRun {
+    /// Each request's arrival in ms from the first, `x` marking a 429: for failure messages.
+    pub fn timeline(&self) -> String {
+        let Some(first) = self.log.first() else {
+            return String::new();
+        };
+        self.log
+            .iter()
+            .map(|e| {
+                let x = if e.status == 429 { "x" } else { "" };
+                format!("{}{x}", e.at.duration_since(first.at).as_millis())
+            })
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
+}
+
+/// Sleeps (on the paused clock) until the wall clock is `phase` into a second.
+pub async fn start_at_phase(phase: Duration) {
+    assert!(phase < Duration::from_secs(1));
+    let now = SystemTime::now();
+    // Under paused time the crate's wall clock is tokio's; read it the way the mock does,
+    // through a response's `Date`-free arithmetic: the system time moved by tokio's lead.
+    let lead = Instant::now()
+        .into_std()
+        .saturating_duration_since(std::time::Instant::now());
+    let wall = now.duration_since(UNIX_EPOCH).unwrap() + lead;
+    let into_second = Duration::from_nanos(u64::from(wall.subsec_nanos()));
+    let wait = if into_second <= phase {
+        phase - into_second
+    } else {
+        Duration::from_secs(1) - into_second + phase
+    };
+    tokio::time::sleep(wait).await;
+}
+
+/// `requests` GETs from `tasks` tasks through the crate's default client stack over
+/// `responder`. Every request must succeed: a lost one fails the test.
+pub async fn simulated_sync_job(
+    responder: &RateLimitResponder,
+    tasks: u64,
+    requests: u64,
+) -> SimulatedRun {
+    let client = PoliteClientBuilder::new()
+        .with_inner(responder.clone())
+        .build();
+    let next = Arc::new(AtomicU64::new(0));
+    let started = Instant::now();
+    let workers: Vec<_> = (0..tasks)
+        .map(|_| {
+            let (client, next) = (client.clone(), next.clone());
+            tokio::spawn(async move {
+                let mut slowest = Duration::ZERO;
+                while next.fetch_add(1, Ordering::SeqCst) < requests {
+                    let sent = Instant::now();
+                    let response = client.get("http://api.test/items").send().await.unwrap();
+                    assert_eq!(response.status(), 200, "a request was lost");
+                    slowest = slowest.max(sent.elapsed());
+                }
+                slowest
+            })
+        })
+        .collect();
+    let mut slowest = Duration::ZERO;
+    for worker in workers {
+        slowest = slowest.max(worker.await.unwrap());
+    }
+    let elapsed = started.elapsed();
+    let log = responder.log();
+    assert_eq!(log.admitted(), requests as usize);
+    SimulatedRun {
+        elapsed,
+        rejected: log.rejected(),
+        slowest,
+        log: log.entries(),
+    }
+}
