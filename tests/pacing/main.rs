@@ -1,6 +1,6 @@
-//! The pacer in a client over real sockets (wiremock on 127.0.0.1): learning the quota from
-//! the crate's rate-limited mock (hence the `mock` feature), the gate a 429 closes, and the
-//! middleware's errors.
+//! The pacer in a client: learning the quota from the crate's rate-limited mock (hence the
+//! `mock` feature), on tokio's paused clock with the mock answering in process, and over real
+//! sockets (wiremock on 127.0.0.1); the gate a 429 closes, and the middleware's errors.
 //!
 //! Tests whose assertions are real-time measurements take their file's turn
 //! (`support::take_turn`): as when each file was its own binary, they never run beside another

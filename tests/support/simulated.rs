@@ -61,16 +61,15 @@ pub async fn start_at_phase(phase: Duration) {
     tokio::time::sleep(wait).await;
 }
 
-/// `requests` GETs from `tasks` tasks through the crate's default client stack over
-/// `responder`. Every request must succeed: a lost one fails the test.
+/// `requests` GETs from `tasks` tasks through the client `stack` builds, over `responder`
+/// (added as its innermost middleware). Every request must succeed: a lost one fails the test.
 pub async fn simulated_sync_job(
+    stack: PoliteClientBuilder,
     responder: &RateLimitResponder,
     tasks: u64,
     requests: u64,
 ) -> SimulatedRun {
-    let client = PoliteClientBuilder::new()
-        .with_inner(responder.clone())
-        .build();
+    let client = stack.with_inner(responder.clone()).build();
     let next = Arc::new(AtomicU64::new(0));
     let started = Instant::now();
     let workers: Vec<_> = (0..tasks)
