@@ -38,6 +38,16 @@
 //! [`RateLimitedApi::retry_after_ms`] adds `retry-after-ms` to each 429, for windows
 //! shorter than a second.
 //!
+//! # In process, on a paused clock
+//!
+//! The [`RateLimitResponder`] (from [`RateLimitedApi::responder`]) is also a
+//! `reqwest_middleware::Middleware`: put it innermost in the client
+//! (`PoliteClientBuilder::with_inner`) and it answers every request itself, with no socket.
+//! The mock's clocks are tokio's ([`UnixClock`](crate::time::UnixClock) follows tokio's paused
+//! clock; give your own limiters a [`TokioClock`](crate::time::TokioClock)), so under
+//! `#[tokio::test(start_paused = true)]` windows, resets, dates and the client's sleeps move
+//! together: a test of many windows runs in milliseconds, with the same figures every run.
+//!
 //! # Layers are checked in order; the first rejection stops
 //!
 //! Each layer that applies takes its unit in turn. When one rejects (or fails), later layers
