@@ -71,6 +71,12 @@
 //! for it satisfies them all. When dialects disagree about one quota, the stricter statement
 //! wins, which errs toward politeness.
 //!
+//! Only quotas that count requests compare by `remaining`: 30 bytes or 30 tokens left say
+//! nothing about how many requests may go. A quota in another unit governs only when it is
+//! spent (remaining 0, so every request waits for its reset); a `concurrent-requests` quota
+//! never does (its `remaining` is how many more may start now, with no reset to wait for).
+//! The pacer holds every quota at once, each in its unit and window.
+//!
 //! `retry_after` comes from `retry-after-ms` when valid (finer), else `Retry-After`, and wins
 //! over any reset in [`RateLimitInfo::server_wait`].
 //!
@@ -368,7 +374,6 @@ impl RateLimitInfo {
             }
         }
         let governing = governing(&policies).cloned();
-        let retry_after = retry_after::parse(headers, &clock);
         let whole_seconds = match (&retry_after, &governing) {
             (Some(_), _) => retry_after::in_whole_seconds(headers),
             (None, Some(policy)) => {
@@ -412,8 +417,14 @@ fn served_from_cache(headers: &http::HeaderMap) -> bool {
 }
 
 /// The most restrictive policy: smallest remaining, then longest reset, then first stated.
+/// A quota in another unit than requests takes part only when spent, a concurrency cap never.
 pub(crate) fn governing(policies: &[QuotaPolicy]) -> Option<&QuotaPolicy> {
-    policies.iter().min_by_key(|p| {
+    let compares = |p: &&QuotaPolicy| match p.quota_unit {
+        QuotaUnit::Requests => true,
+        QuotaUnit::ConcurrentRequests => false,
+        _ => p.remaining == Some(0),
+    };
+    policies.iter().filter(compares).min_by_key(|p| {
         (
             p.remaining.is_none(),
             p.remaining,

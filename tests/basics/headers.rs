@@ -162,6 +162,60 @@ fn ietf_two_policies_the_exhausted_one_governs() {
 }
 
 #[test]
+fn only_request_quotas_compare_by_remaining() {
+    // 3 requests in flight allowed, 40 bytes left: neither says how many requests may go.
+    let info = parse(
+        &[
+            (
+                "ratelimit-policy",
+                r#""conc";q=5;qu="concurrent-requests", "bytes";q=1000;qu="content-bytes";w=60, "perhr";q=100;w=3600"#,
+            ),
+            (
+                "ratelimit",
+                r#""conc";r=3, "bytes";r=40;t=50, "perhr";r=70;t=1200"#,
+            ),
+        ],
+        at(SERVER_NOW),
+    );
+    assert_eq!(
+        info.governing_policy().unwrap().name.as_deref(),
+        Some("perhr")
+    );
+    assert_eq!((info.limit, info.remaining), (Some(100), Some(70)));
+    assert_eq!(info.server_wait(), None);
+    assert_eq!(info.policies.len(), 3);
+}
+
+#[test]
+fn a_spent_quota_of_another_unit_governs_a_concurrency_cap_never() {
+    let spent_bytes = parse(
+        &[
+            (
+                "ratelimit-policy",
+                r#""bytes";q=1000;qu="content-bytes";w=60, "perhr";q=100;w=3600"#,
+            ),
+            ("ratelimit", r#""bytes";r=0;t=50, "perhr";r=70;t=1200"#),
+        ],
+        at(SERVER_NOW),
+    );
+    assert_eq!(
+        spent_bytes.governing_policy().unwrap().name.as_deref(),
+        Some("bytes")
+    );
+    assert_eq!(spent_bytes.server_wait(), secs(50));
+    // No request may start now, but nothing resets: it is not a wait for a reset.
+    let full = parse(
+        &[
+            ("ratelimit-policy", r#""conc";q=5;qu="concurrent-requests""#),
+            ("ratelimit", r#""conc";r=0"#),
+        ],
+        at(SERVER_NOW),
+    );
+    assert!(full.governing_policy().is_none());
+    assert_eq!((full.remaining, full.server_wait()), (None, None));
+}
+
+#[test]
 fn ietf_partition_keys_units_and_vendor_parameters() {
     let info = parse(
         &[
