@@ -1,5 +1,5 @@
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use super::nanos::duration_nanos;
@@ -74,27 +74,51 @@ impl Clock for UnixClock {
     }
 }
 
-/// The crate's one reading of the wall clock: the system time, moved by how far tokio's clock
-/// runs ahead of the real monotonic clock.
+/// The crate's one reading of the wall clock: the system time, carried by tokio's clock.
 ///
-/// In a runtime with real time the two monotonic readings agree (to the nanosecond), so this is
-/// the system time. Under `tokio::time::pause` tokio's clock jumps ahead of the real one as it
-/// auto-advances, and the wall clock jumps with it: a mock server and a pacer in one paused
-/// runtime agree on dates, Unix resets and whole-second windows, with no sleep taking real
-/// time.
+/// It maps tokio's monotonic clock onto the system clock through an anchor (one reading of
+/// both). In a runtime with real time that is the system time. Under `tokio::time::pause`
+/// tokio's clock jumps ahead as it auto-advances, and the wall clock jumps with it, by exactly
+/// as much: a mock server and a pacer in one paused runtime agree on dates, Unix resets and
+/// whole-second windows, with no sleep taking real time and no noise from reading two clocks
+/// (a reading of the system clock itself, on a loaded machine, can come milliseconds after the
+/// monotonic one).
+///
+/// The anchor is taken again when the system clock has stepped more than
+/// [`WALL_STEP`] from where the monotonic clock carried it (an NTP step, a resumed VM), and
+/// after [`WALL_ANCHOR_AGE`] of real time, so smaller steps are followed within a minute.
 pub(crate) fn wall_now() -> SystemTime {
+    static ANCHOR: Mutex<Option<(SystemTime, Instant)>> = Mutex::new(None);
     let real = Instant::now();
-    let tokio = tokio::time::Instant::now().into_std();
     let system = SystemTime::now();
-    match tokio.checked_duration_since(real) {
-        Some(ahead) => system + ahead,
-        // Read a few nanoseconds before `real`, or (a paused clock created earlier and
-        // never advanced) behind it.
-        None => system
-            .checked_sub(real.duration_since(tokio))
-            .unwrap_or(system),
+    let (anchor_system, anchor_real) = {
+        let mut anchor = ANCHOR.lock().unwrap_or_else(PoisonError::into_inner);
+        let stale = anchor.is_none_or(|(at_system, at_real)| {
+            let carried = at_system + real.saturating_duration_since(at_real);
+            let step = system
+                .duration_since(carried)
+                .unwrap_or_else(|behind| behind.duration());
+            step > WALL_STEP || real.saturating_duration_since(at_real) > WALL_ANCHOR_AGE
+        });
+        if stale {
+            *anchor = Some((system, real));
+        }
+        anchor.expect("set just above when missing")
+    };
+    let tokio = tokio::time::Instant::now().into_std();
+    match tokio.checked_duration_since(anchor_real) {
+        Some(ahead) => anchor_system + ahead,
+        None => anchor_system
+            .checked_sub(anchor_real.duration_since(tokio))
+            .unwrap_or(anchor_system),
     }
 }
+
+/// A system clock this far from where the monotonic clock carried the anchor has stepped.
+const WALL_STEP: Duration = Duration::from_millis(500);
+
+/// The anchor of [`wall_now`] is taken again after this much real time.
+const WALL_ANCHOR_AGE: Duration = Duration::from_secs(60);
 
 /// A clock that only moves when told to. Clones share one time.
 ///
@@ -177,5 +201,34 @@ impl Default for TokioClock {
 impl Clock for TokioClock {
     fn now(&self) -> Duration {
         self.start + self.epoch.elapsed()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn the_wall_clock_moves_exactly_with_tokios_paused_clock() {
+        let before = wall_now();
+        let unix_before = UnixClock.now();
+        tokio::time::sleep(Duration::from_millis(1_234_567)).await;
+        let moved = wall_now().duration_since(before).unwrap();
+        assert_eq!(moved, Duration::from_millis(1_234_567));
+        assert_eq!(
+            UnixClock.now() - unix_before,
+            Duration::from_millis(1_234_567)
+        );
+    }
+
+    #[tokio::test]
+    async fn in_real_time_the_wall_clock_is_the_system_clock() {
+        let ours = wall_now();
+        let system = SystemTime::now();
+        let apart = system
+            .duration_since(ours)
+            .unwrap_or_else(|behind| behind.duration());
+        // Two readings a few instructions apart, and an anchor no step has moved.
+        assert!(apart < WALL_STEP, "{apart:?}");
     }
 }

@@ -9,10 +9,11 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use reqwest_polite::PoliteClientBuilder;
 use reqwest_polite::mock::{LoggedRequest, RateLimitResponder};
+use reqwest_polite::time::{Clock, UnixClock};
 use tokio::time::Instant;
 
 /// What one simulated sync job measured.
@@ -42,23 +43,22 @@ impl SimulatedRun {
     }
 }
 
-/// Sleeps (on the paused clock) until the wall clock is `phase` into a second.
+/// Sleeps (on the paused clock) until the wall clock, as the crate reads it
+/// ([`UnixClock`], which follows tokio's paused clock), is `phase` into a second.
 pub async fn start_at_phase(phase: Duration) {
     assert!(phase < Duration::from_secs(1));
-    let now = SystemTime::now();
-    // Under paused time the crate's wall clock is tokio's; read it the way the mock does,
-    // through a response's `Date`-free arithmetic: the system time moved by tokio's lead.
-    let lead = Instant::now()
-        .into_std()
-        .saturating_duration_since(std::time::Instant::now());
-    let wall = now.duration_since(UNIX_EPOCH).unwrap() + lead;
-    let into_second = Duration::from_nanos(u64::from(wall.subsec_nanos()));
+    let into_second = Duration::from_nanos(u64::from(UnixClock.now().subsec_nanos()));
     let wait = if into_second <= phase {
         phase - into_second
     } else {
         Duration::from_secs(1) - into_second + phase
     };
     tokio::time::sleep(wait).await;
+    // Tokio's timer ticks in milliseconds: the start is within one of the phase.
+    let reached = Duration::from_nanos(u64::from(UnixClock.now().subsec_nanos()));
+    let apart = reached.abs_diff(phase);
+    let off = apart.min(Duration::from_secs(1) - apart);
+    assert!(off <= Duration::from_millis(2), "{reached:?} for {phase:?}");
 }
 
 /// `requests` GETs from `tasks` tasks through the client `stack` builds, over `responder`
