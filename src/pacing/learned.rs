@@ -31,6 +31,8 @@
 use std::time::Duration;
 
 use self::phase::{NARROW, ResetPhase};
+pub(crate) use self::side::Demand;
+use self::side::SideQuotas;
 use super::adaptive::Cubic;
 use super::shared::SharedFacts;
 use crate::headers::RateLimitInfo;
@@ -120,6 +122,8 @@ pub(crate) struct KeyQuota {
     fresh: bool,
     /// The response being observed answers an early probe.
     answers_early: bool,
+    /// The quotas stated beside the governing one, each in its unit and window.
+    side: SideQuotas,
     /// Where, in the second before a stated (rounded-up) reset, the quota really frees.
     phase: ResetPhase,
     /// One request may pass the closed gate, alone, to see whether the quota has freed.
@@ -216,8 +220,30 @@ impl KeyQuota {
         }
     }
 
-    /// Reserves `cost` against the budget, or says until when to wait.
+    /// Reserves a plain request of `cost` units (the tests' shorthand for [`reserve`]).
+    ///
+    /// [`reserve`]: Self::reserve
+    #[cfg(test)]
     pub(crate) fn try_reserve(&mut self, now: Duration, cost: u64) -> Admission {
+        self.reserve(now, Demand::requests(cost))
+    }
+
+    /// Reserves `demand` against every quota held, or says until when to wait: the quotas
+    /// held beside the governing one first (see [`side`]), then the governing one's budget.
+    pub(crate) fn reserve(&mut self, now: Duration, demand: Demand) -> Admission {
+        if let Some(until) = self.side.wait_until(now, demand, self.in_flight) {
+            self.last_seen = now;
+            return Admission::WaitUntil(until);
+        }
+        let admission = self.reserve_governing(now, demand.requests);
+        if matches!(admission, Admission::Reserved(_)) {
+            self.side.take(now, demand);
+        }
+        admission
+    }
+
+    /// Reserves `cost` against the governing quota's budget, or says until when to wait.
+    fn reserve_governing(&mut self, now: Duration, cost: u64) -> Admission {
         self.last_seen = now;
         if self.gate_until > now {
             if !self.take_early(now) {
@@ -314,8 +340,18 @@ impl KeyQuota {
         }
     }
 
-    /// Gives back a reservation whose request was never sent.
+    /// Gives back a plain request of `cost` units (the tests' shorthand for [`give_back`]).
+    ///
+    /// [`give_back`]: Self::give_back
+    #[cfg(test)]
     pub(crate) fn cancel(&mut self, ticket: Ticket, cost: u64) {
+        self.give_back(ticket, Demand::requests(cost));
+    }
+
+    /// Gives back a reservation whose request was never sent.
+    pub(crate) fn give_back(&mut self, ticket: Ticket, demand: Demand) {
+        self.side.give_back(demand);
+        let cost = demand.requests;
         self.end(ticket);
         if let (Some(silence), Some(start)) = (self.silence.as_deref_mut(), ticket.window)
             && start == silence.window_start
@@ -371,6 +407,9 @@ impl KeyQuota {
         self.end(ticket);
         self.last_seen = now;
         self.observed = true;
+        if !info.policies.is_empty() {
+            self.side.observe(now, info, self.in_flight);
+        }
         let stated = info.limit.is_some()
             || info.remaining.is_some()
             || info.reset.is_some()
@@ -891,5 +930,6 @@ impl Silence {
 }
 
 mod phase;
+mod side;
 #[cfg(test)]
 mod tests;

@@ -101,7 +101,7 @@ impl Middleware for PacingMiddleware {
         let deadline = extensions.get::<RequestDeadline>().map(|d| d.0);
         let permit = self
             .pacer
-            .acquire_by(&key, 1, deadline)
+            .acquire_by(&key, 1, declared_bytes(&request), deadline)
             .await
             .map_err(reqwest_middleware::Error::middleware)?;
         let jitter = extensions.get::<RequestJitter>().map(|j| j.0);
@@ -120,5 +120,49 @@ impl Middleware for PacingMiddleware {
             response.extensions_mut().insert(DrawnWait(wait));
         }
         Ok(response)
+    }
+}
+
+/// The content bytes a request declares, for a server's `content-bytes` quota: its
+/// `Content-Length`, else its body's length when the body is in memory, else none (a stream
+/// of unknown length is counted by the server's answers alone).
+fn declared_bytes(request: &Request) -> u64 {
+    let stated = request
+        .headers()
+        .get(http::header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok());
+    stated
+        .or_else(|| {
+            let body = request.body()?.as_bytes()?;
+            u64::try_from(body.len()).ok()
+        })
+        .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_request_declares_its_content_length_or_its_body() {
+        let client = reqwest::Client::new();
+        let url = "http://127.0.0.1:9/upload";
+        let body = client.post(url).body(vec![0u8; 1234]).build().unwrap();
+        assert_eq!(declared_bytes(&body), 1234);
+        let stated = client
+            .post(url)
+            .header("content-length", "77")
+            .body(vec![0u8; 77])
+            .build()
+            .unwrap();
+        assert_eq!(declared_bytes(&stated), 77);
+        assert_eq!(declared_bytes(&client.get(url).build().unwrap()), 0);
+        let bad = client
+            .get(url)
+            .header("content-length", "lots")
+            .build()
+            .unwrap();
+        assert_eq!(declared_bytes(&bad), 0);
     }
 }

@@ -6,7 +6,7 @@ use super::config::{BucketScope, PacingMode};
 use super::error::PacingError;
 use super::key::key_digest;
 use super::keys::{KeyTable, Queue};
-use super::learned::{Admission, Ticket};
+use super::learned::{Admission, Demand, Ticket};
 use super::local::{LocalBucket, Take};
 use super::permit::{Permit, Reservation};
 use super::shared::{SharedBucket, SharedQuota, SharedTake};
@@ -198,7 +198,7 @@ impl Pacer {
     /// back; a Redis call already sent may have taken its token: the script runs whether or
     /// not anyone reads the answer).
     pub async fn acquire(&self, key: &str, cost: u64) -> Result<Permit, PacingError> {
-        self.acquire_by(key, cost, None).await
+        self.acquire_by(key, cost, 0, None).await
     }
 
     /// [`acquire`](Self::acquire), waiting no later than `deadline` either (the retry layer's
@@ -209,6 +209,7 @@ impl Pacer {
         &self,
         key: &str,
         cost: u64,
+        bytes: u64,
         deadline: Option<tokio::time::Instant>,
     ) -> Result<Permit, PacingError> {
         let cost = u32::try_from(cost).unwrap_or(u32::MAX).max(1);
@@ -243,7 +244,8 @@ impl Pacer {
         };
         // The semaphore is never closed.
         let _turn = turn.expect("a pacing queue is never closed");
-        self.serve_head(key, cost, started, &queue, mode).await
+        self.serve_head(key, cost, bytes, started, &queue, mode)
+            .await
     }
 
     /// The head of the queue: looks at the buckets until the request may go.
@@ -251,6 +253,7 @@ impl Pacer {
         &self,
         key: &str,
         cost: u32,
+        bytes: u64,
         started: Duration,
         queue: &Queue,
         mode: PacingMode,
@@ -260,7 +263,7 @@ impl Pacer {
         loop {
             let now = self.inner.clock.now();
             let late = due.map_or(Duration::ZERO, |due| now.saturating_sub(due));
-            let wait = match self.try_admit(key, cost, now, late).await? {
+            let wait = match self.try_admit(key, cost, bytes, now, late).await? {
                 Ok(reservation) => {
                     return Ok(Permit {
                         waited: now.saturating_sub(started),
@@ -349,11 +352,16 @@ impl Pacer {
         &self,
         key: &str,
         cost: u32,
+        bytes: u64,
         now: Duration,
         late: Duration,
     ) -> Result<Result<Reservation, Duration>, PacingError> {
+        let demand = Demand {
+            requests: u64::from(cost),
+            bytes,
+        };
         let admitted = self.inner.keys.with(key, |state| {
-            let ticket = match state.quota.try_reserve(now, u64::from(cost)) {
+            let ticket = match state.quota.reserve(now, demand) {
                 Admission::Reserved(ticket) => ticket,
                 Admission::WaitUntil(until) => return Ok(Err(until.saturating_sub(now))),
             };
@@ -361,11 +369,11 @@ impl Pacer {
                 match local.try_take_late(cost, late) {
                     Take::Taken => {}
                     Take::Wait(wait) => {
-                        state.quota.cancel(ticket, u64::from(cost));
+                        state.quota.give_back(ticket, demand);
                         return Ok(Err(wait));
                     }
                     Take::Never { burst } => {
-                        state.quota.cancel(ticket, u64::from(cost));
+                        state.quota.give_back(ticket, demand);
                         return Err(PacingError::CostTooHigh {
                             cost: u64::from(cost),
                             burst,
@@ -385,6 +393,7 @@ impl Pacer {
             key: key.into(),
             ticket,
             cost,
+            bytes,
             whole_taken: false,
             sent: false,
         };
@@ -432,7 +441,11 @@ impl Pacer {
     pub(super) fn refund(inner: &PacerInner, reservation: &Reservation) {
         let cost = reservation.cost;
         inner.keys.with_existing(&reservation.key, |state| {
-            state.quota.cancel(reservation.ticket, u64::from(cost));
+            let demand = Demand {
+                requests: u64::from(cost),
+                bytes: reservation.bytes,
+            };
+            state.quota.give_back(reservation.ticket, demand);
             if let Some(local) = &mut state.local {
                 local.refund(cost);
             }

@@ -46,9 +46,11 @@ impl Permit {
         let inner = reservation.pacer.clone();
         let too_many = status == StatusCode::TOO_MANY_REQUESTS;
         if !inner.learn {
-            inner
-                .keys
-                .with_existing(&reservation.key, |s| s.quota.abandon(reservation.ticket));
+            inner.keys.with_existing(&reservation.key, |s| {
+                s.quota.abandon(reservation.ticket);
+                // A slot in flight freed: the head of the queue may go now.
+                s.queue.news.notify_one();
+            });
             return None;
         }
         let outcome = if too_many || status == StatusCode::SERVICE_UNAVAILABLE {
@@ -112,10 +114,11 @@ impl Drop for Permit {
             // Handed out, so the request may have reached the server: no refund.
             reservation.sent = true;
             let ticket = reservation.ticket;
-            reservation
-                .pacer
-                .keys
-                .with_existing(&reservation.key, |s| s.quota.abandon(ticket));
+            reservation.pacer.keys.with_existing(&reservation.key, |s| {
+                s.quota.abandon(ticket);
+                // A slot in flight freed: the head of the queue may go now.
+                s.queue.news.notify_one();
+            });
         }
     }
 }
@@ -127,6 +130,8 @@ pub(super) struct Reservation {
     pub(super) key: Box<str>,
     pub(super) ticket: Ticket,
     pub(super) cost: u32,
+    /// The content bytes the request declared.
+    pub(super) bytes: u64,
     /// Whether a token was taken from the pacer's whole bucket. (One was taken from the key's
     /// own bucket, when it has one, before any reservation exists.)
     pub(super) whole_taken: bool,
