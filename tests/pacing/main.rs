@@ -16,4 +16,5 @@ mod learning_shared;
 mod pacing_gate;
 mod pacing_learning;
 mod pacing_middleware;
+mod pacing_policies;
 mod pacing_server_wait;
