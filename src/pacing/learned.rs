@@ -30,7 +30,7 @@
 
 use std::time::Duration;
 
-use self::phase::{NARROW, ResetPhase};
+use self::phase::{GRAIN, NARROW, ResetPhase};
 use super::adaptive::Cubic;
 use super::shared::SharedFacts;
 use crate::headers::RateLimitInfo;
@@ -653,10 +653,22 @@ impl KeyQuota {
         self.budget = self.limit;
         self.reset_at = match (self.limit, self.window) {
             (Some(_), Some(window)) if !window.is_zero() => {
-                // Skip whole windows that passed while nobody asked.
-                let behind = now.saturating_sub(reset_at).as_nanos() / window.as_nanos();
+                // Skip whole windows that passed while nobody asked. A reset stated in whole
+                // seconds is rounded up: the window may have ended up to a grain before
+                // `reset_at`, and the next one may then have ended too by `now` (counted
+                // from `reset_at` alone, a request a few ms after the true end of that next
+                // window would be put in a fresh one, and refused).
+                let slack = if self.coarse { GRAIN } else { Duration::ZERO };
+                let earliest = reset_at.saturating_sub(slack);
+                let behind = now.saturating_sub(earliest).as_nanos() / window.as_nanos();
                 let windows = u32::try_from(behind.saturating_add(1)).unwrap_or(u32::MAX);
-                Some(reset_at.saturating_add(window.saturating_mul(windows)))
+                let projected = reset_at.saturating_add(window.saturating_mul(windows));
+                if self.coarse {
+                    // The window holding `now` ends within a window from now.
+                    Some(projected.min(now.saturating_add(window)))
+                } else {
+                    Some(projected)
+                }
             }
             _ => None,
         };

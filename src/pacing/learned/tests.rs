@@ -578,3 +578,37 @@ fn what_is_shared_is_the_current_windows_count_until_its_end_and_the_stated_quot
     see(&mut silent_key, MS, ticket, true, &RateLimitInfo::default());
     assert_eq!(silent_key.shared_facts(MS), SharedFacts::default());
 }
+
+/// What an IETF server with 10 per 1 s says (`RateLimit: r;t`, `w=1`): whole seconds.
+fn per_second(remaining: u64) -> RateLimitInfo {
+    RateLimitInfo {
+        grain: Some(secs(1)),
+        ..info(10, remaining, secs(1), Some(secs(1)))
+    }
+}
+
+/// A wave of ten requests at `at`, answered at once: the last answer says none is left.
+fn spend_second(q: &mut KeyQuota, at: Duration) {
+    let wave: Vec<Ticket> = (0..10).map(|_| reserve(q, at)).collect();
+    for (i, ticket) in wave.into_iter().enumerate() {
+        see(q, at, ticket, false, &per_second(9 - i as u64));
+    }
+}
+
+#[test]
+fn a_window_rolled_from_a_rounded_up_reset_is_not_taken_to_end_before_a_window_has_passed() {
+    // The server's windows end at 0.149 s, 1.149 s, 2.149 s…; its resets come rounded up.
+    let mut q = KeyQuota::default();
+    spend_second(&mut q, Duration::ZERO);
+    // "Reset in 1 s": the key waits until 1 s (by when the window has surely ended).
+    assert_eq!(q.try_reserve(MS, 1), Admission::WaitUntil(secs(1)));
+    // The next wave goes at 1.193 s, in the window that ends at 2.149 s, and spends it. That
+    // window may have begun anywhere after 0.193 s (the first ended by 1 s, maybe a second
+    // before): it ends by 2.193 s, as the answers say, and not by 2 s.
+    spend_second(&mut q, MS * 1193);
+    assert_eq!(q.try_reserve(MS * 1194, 1), Admission::WaitUntil(MS * 2193));
+    assert_eq!(q.try_reserve(MS * 2111, 1), Admission::WaitUntil(MS * 2193));
+    // At 2.193 s it has ended: a fresh window.
+    spend_second(&mut q, MS * 2193);
+    assert_eq!(q.try_reserve(MS * 2194, 1), Admission::WaitUntil(MS * 3193));
+}
