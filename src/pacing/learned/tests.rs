@@ -612,3 +612,43 @@ fn a_window_rolled_from_a_rounded_up_reset_is_not_taken_to_end_before_a_window_h
     spend_second(&mut q, MS * 2193);
     assert_eq!(q.try_reserve(MS * 2194, 1), Admission::WaitUntil(MS * 3193));
 }
+
+#[test]
+fn a_refused_probe_is_the_only_one_when_the_reset_is_exact() {
+    // Fixed windows of 2 s ending at 1 s, 3 s, 5 s…, stated exactly (a Unix time).
+    let mut q = KeyQuota::default();
+    spend_window(&mut q, secs(1));
+    // The first probe, an eighth early, is refused; the next goes at the stated instant and
+    // opens the window.
+    assert_eq!(q.try_reserve(MS * 4, 1), Admission::WaitUntil(MS * 875));
+    let probe = reserve(&mut q, MS * 875);
+    see(
+        &mut q,
+        MS * 876,
+        probe,
+        true,
+        &refused_until(MS * 876, secs(1)),
+    );
+    // The pacer spreads the 429's pause with jitter; the next probe goes ahead of it.
+    q.close_gate(MS * 876, MS * 224);
+    assert_eq!(q.try_reserve(MS * 900, 1), Admission::WaitUntil(secs(1)));
+    let probe = reserve(&mut q, secs(1));
+    see(&mut q, secs(1), probe, false, &coarse(19, secs(2)));
+    let rest: Vec<Ticket> = (0..19).map(|_| reserve(&mut q, secs(1))).collect();
+    for (i, ticket) in rest.into_iter().enumerate() {
+        see(
+            &mut q,
+            secs(1),
+            ticket,
+            false,
+            &coarse(18 - i as u64, secs(2)),
+        );
+    }
+    // The last window freed 1 s after its first request went, but that request went a second
+    // into it: this window, begun with its first request, frees 2 s after it. The probe goes
+    // at the stated instant, not a second before it.
+    assert_eq!(
+        q.try_reserve(secs(1) + MS, 1),
+        Admission::WaitUntil(secs(3))
+    );
+}
