@@ -69,9 +69,13 @@ async fn explore_all() {
     .await;
 }
 
+/// The demo's server (10 per 1 s, fixed windows on whole seconds of the wall clock, IETF
+/// headers whose `t` is rounded up), 8 tasks, 40 requests, over 200 start phases: a reset
+/// rounded up costs at most one refused request in a run (measured: none in 200 runs).
 #[tokio::test(start_paused = true)]
-async fn explore_demo_many() {
+async fn demo_runs_pay_at_most_one_429_whatever_the_start_phase() {
     let mut bad = 0;
+    let mut worst = 0;
     for run_no in 0..200u64 {
         let phase = Duration::from_millis((run_no * 37) % 1000);
         start_at_phase(phase).await;
@@ -79,6 +83,7 @@ async fn explore_demo_many() {
             .responder()
             .unwrap();
         let run = simulated_sync_job(&responder, 8, 40).await;
+        worst = worst.max(run.rejected);
         if run.rejected > 0 || run.slowest > Duration::from_millis(1200) {
             bad += 1;
             println!(
@@ -90,4 +95,5 @@ async fn explore_demo_many() {
         }
     }
     println!("bad {bad} of 200");
+    assert!(worst <= 1, "a run paid {worst} × 429");
 }
