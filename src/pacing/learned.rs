@@ -30,7 +30,7 @@
 
 use std::time::Duration;
 
-use self::phase::{NARROW, ResetPhase};
+use self::phase::{GRAIN, NARROW, ResetPhase};
 pub(crate) use self::side::Demand;
 use self::side::SideQuotas;
 use super::adaptive::Cubic;
@@ -135,9 +135,10 @@ pub(crate) struct KeyQuota {
     opened_early: bool,
     /// An early probe of this window was refused: no more of them until the window rolls.
     early_refused: bool,
-    /// A window freed at most this long after its first request went. A moving window frees
-    /// as its requests age out, so this is its length; when the phase lags a whole second
-    /// behind it (the stated reset rounded up past a second), this is the finer bound.
+    /// A window opened early (its first request went as it began) freed at most this long
+    /// after that request went. A moving window frees as its requests age out, so this is its
+    /// length; when the phase lags a whole second behind it (the stated reset rounded up past
+    /// a second), this is the finer bound.
     lag_by: Option<Duration>,
     /// When this window's admitted requests went and were answered, and the last window's;
     /// the first [`SENDS_KEPT`] of each, while the server states a quota.
@@ -454,7 +455,12 @@ impl KeyQuota {
         match (outcome, early.trickle) {
             (Outcome::Answered, false) => {
                 self.phase.freed(early.latest, ticket.sent, now);
-                if let Some(first) = self.sends.first() {
+                // Only a window opened early went with its first request: the first request
+                // of any other window may have gone late into it (a fixed window then frees
+                // sooner after it than the next one will after its own first request).
+                if self.opened_early
+                    && let Some(first) = self.sends.first()
+                {
                     let lag = now.saturating_sub(first.at);
                     self.lag_by = Some(self.lag_by.map_or(lag, |known| known.min(lag)));
                 }
@@ -692,10 +698,22 @@ impl KeyQuota {
         self.budget = self.limit;
         self.reset_at = match (self.limit, self.window) {
             (Some(_), Some(window)) if !window.is_zero() => {
-                // Skip whole windows that passed while nobody asked.
-                let behind = now.saturating_sub(reset_at).as_nanos() / window.as_nanos();
+                // Skip whole windows that passed while nobody asked. A reset stated in whole
+                // seconds is rounded up: the window may have ended up to a grain before
+                // `reset_at`, and the next one may then have ended too by `now` (counted
+                // from `reset_at` alone, a request a few ms after the true end of that next
+                // window would be put in a fresh one, and refused).
+                let slack = if self.coarse { GRAIN } else { Duration::ZERO };
+                let earliest = reset_at.saturating_sub(slack);
+                let behind = now.saturating_sub(earliest).as_nanos() / window.as_nanos();
                 let windows = u32::try_from(behind.saturating_add(1)).unwrap_or(u32::MAX);
-                Some(reset_at.saturating_add(window.saturating_mul(windows)))
+                let projected = reset_at.saturating_add(window.saturating_mul(windows));
+                if self.coarse {
+                    // The window holding `now` ends within a window from now.
+                    Some(projected.min(now.saturating_add(window)))
+                } else {
+                    Some(projected)
+                }
             }
             _ => None,
         };

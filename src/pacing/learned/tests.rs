@@ -578,3 +578,77 @@ fn what_is_shared_is_the_current_windows_count_until_its_end_and_the_stated_quot
     see(&mut silent_key, MS, ticket, true, &RateLimitInfo::default());
     assert_eq!(silent_key.shared_facts(MS), SharedFacts::default());
 }
+
+/// What an IETF server with 10 per 1 s says (`RateLimit: r;t`, `w=1`): whole seconds.
+fn per_second(remaining: u64) -> RateLimitInfo {
+    RateLimitInfo {
+        grain: Some(secs(1)),
+        ..info(10, remaining, secs(1), Some(secs(1)))
+    }
+}
+
+/// A wave of ten requests at `at`, answered at once: the last answer says none is left.
+fn spend_second(q: &mut KeyQuota, at: Duration) {
+    let wave: Vec<Ticket> = (0..10).map(|_| reserve(q, at)).collect();
+    for (i, ticket) in wave.into_iter().enumerate() {
+        see(q, at, ticket, false, &per_second(9 - i as u64));
+    }
+}
+
+#[test]
+fn a_window_rolled_from_a_rounded_up_reset_is_not_taken_to_end_before_a_window_has_passed() {
+    // The server's windows end at 0.149 s, 1.149 s, 2.149 s…; its resets come rounded up.
+    let mut q = KeyQuota::default();
+    spend_second(&mut q, Duration::ZERO);
+    // "Reset in 1 s": the key waits until 1 s (by when the window has surely ended).
+    assert_eq!(q.try_reserve(MS, 1), Admission::WaitUntil(secs(1)));
+    // The next wave goes at 1.193 s, in the window that ends at 2.149 s, and spends it. That
+    // window may have begun anywhere after 0.193 s (the first ended by 1 s, maybe a second
+    // before): it ends by 2.193 s, as the answers say, and not by 2 s.
+    spend_second(&mut q, MS * 1193);
+    assert_eq!(q.try_reserve(MS * 1194, 1), Admission::WaitUntil(MS * 2193));
+    assert_eq!(q.try_reserve(MS * 2111, 1), Admission::WaitUntil(MS * 2193));
+    // At 2.193 s it has ended: a fresh window.
+    spend_second(&mut q, MS * 2193);
+    assert_eq!(q.try_reserve(MS * 2194, 1), Admission::WaitUntil(MS * 3193));
+}
+
+#[test]
+fn a_refused_probe_is_the_only_one_when_the_reset_is_exact() {
+    // Fixed windows of 2 s ending at 1 s, 3 s, 5 s…, stated exactly (a Unix time).
+    let mut q = KeyQuota::default();
+    spend_window(&mut q, secs(1));
+    // The first probe, an eighth early, is refused; the next goes at the stated instant and
+    // opens the window.
+    assert_eq!(q.try_reserve(MS * 4, 1), Admission::WaitUntil(MS * 875));
+    let probe = reserve(&mut q, MS * 875);
+    see(
+        &mut q,
+        MS * 876,
+        probe,
+        true,
+        &refused_until(MS * 876, secs(1)),
+    );
+    // The pacer spreads the 429's pause with jitter; the next probe goes ahead of it.
+    q.close_gate(MS * 876, MS * 224);
+    assert_eq!(q.try_reserve(MS * 900, 1), Admission::WaitUntil(secs(1)));
+    let probe = reserve(&mut q, secs(1));
+    see(&mut q, secs(1), probe, false, &coarse(19, secs(2)));
+    let rest: Vec<Ticket> = (0..19).map(|_| reserve(&mut q, secs(1))).collect();
+    for (i, ticket) in rest.into_iter().enumerate() {
+        see(
+            &mut q,
+            secs(1),
+            ticket,
+            false,
+            &coarse(18 - i as u64, secs(2)),
+        );
+    }
+    // The last window freed 1 s after its first request went, but that request went a second
+    // into it: this window, begun with its first request, frees 2 s after it. The probe goes
+    // at the stated instant, not a second before it.
+    assert_eq!(
+        q.try_reserve(secs(1) + MS, 1),
+        Admission::WaitUntil(secs(3))
+    );
+}
