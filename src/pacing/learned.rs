@@ -135,10 +135,9 @@ pub(crate) struct KeyQuota {
     opened_early: bool,
     /// An early probe of this window was refused: no more of them until the window rolls.
     early_refused: bool,
-    /// A window opened early (its first request went as it began) freed at most this long
-    /// after that request went. A moving window frees as its requests age out, so this is its
-    /// length; when the phase lags a whole second behind it (the stated reset rounded up past
-    /// a second), this is the finer bound.
+    /// A window freed at most this long after its first request went. A moving window frees
+    /// as its requests age out, so this is its length; when the phase lags a whole second
+    /// behind it (the stated reset rounded up past a second), this is the finer bound.
     lag_by: Option<Duration>,
     /// When this window's admitted requests went and were answered, and the last window's;
     /// the first [`SENDS_KEPT`] of each, while the server states a quota.
@@ -455,12 +454,7 @@ impl KeyQuota {
         match (outcome, early.trickle) {
             (Outcome::Answered, false) => {
                 self.phase.freed(early.latest, ticket.sent, now);
-                // Only a window opened early went with its first request: the first request
-                // of any other window may have gone late into it (a fixed window then frees
-                // sooner after it than the next one will after its own first request).
-                if self.opened_early
-                    && let Some(first) = self.sends.first()
-                {
+                if let Some(first) = self.sends.first() {
                     let lag = now.saturating_sub(first.at);
                     self.lag_by = Some(self.lag_by.map_or(lag, |known| known.min(lag)));
                 }
