@@ -1,13 +1,15 @@
 //! Every stated quota at once (issue 10): a server with two quotas of requests in different
-//! windows, one with a cap on requests in flight, one counting uploaded bytes. On tokio's
-//! paused clock with the server in process, over many start phases (see `pacing_learning`).
+//! windows (the crate's mock), one with a cap on requests in flight, one counting uploaded
+//! bytes (small servers of this file). On tokio's paused clock with the server in process.
 
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use reqwest_polite::PoliteClientBuilder;
 use reqwest_polite::limiter::FixedWindow;
 use reqwest_polite::mock::{Layer, Partition, RateLimitedApi};
-use reqwest_polite::time::UnixClock;
+use reqwest_polite::time::{Clock, UnixClock};
 
 use crate::support::{simulated_sync_job, start_at_phase};
 
@@ -37,6 +39,12 @@ impl reqwest_middleware::Middleware for Latency {
     }
 }
 
+/// Measured over 20 start phases: no 429 in 16, one in 2, seven in 2; the seven are the first
+/// window's (the first answer comes from a burst window that ends 100 ms later, on the way of
+/// the next requests; the governing quota's own learning, not the long quota's). Held by the
+/// governing quota alone, as before the quotas beside it were held, the same runs got up to
+/// 33 × 429. The bar: 8.
+///
 /// A burst quota of 10 per second and a longer one of 25 per 10 s, both stated (IETF lists
 /// every layer that decided). 8 tasks send 60 requests: the long quota allows 25 in each
 /// 10 s window, so the job takes at least one 10 s window change; the burst quota alone would
@@ -53,32 +61,208 @@ async fn a_burst_quota_and_a_long_quota_both_hold() {
             .unwrap();
         let stack = PoliteClientBuilder::new().with_inner(Latency(Duration::from_millis(100)));
         let run = simulated_sync_job(stack, &api, 8, 60).await;
-        if std::env::var_os("SHOW").is_some() {
-            println!(
-                "phase {phase}: {} × 429 {:?}\n{}",
-                run.rejected,
-                run.elapsed,
-                run.timeline()
-            );
-            if run.rejected > 3 {
-                let t0 = run.log[0].at;
-                for e in &run.log {
-                    println!(
-                        "  {:>6} {:?} {} {:?} wall {:?}",
-                        e.at.duration_since(t0).as_millis(),
-                        e.layer,
-                        e.status,
-                        e.decision.map(|d| (d.remaining, d.reset)),
-                        e.at_system
-                            .duration_since(std::time::UNIX_EPOCH)
-                            .unwrap()
-                            .as_millis()
-                            % 100_000
-                    );
-                }
-            }
-        }
+        assert!(
+            run.rejected <= 8,
+            "phase {phase}: {} × 429\n{}",
+            run.rejected,
+            run.timeline()
+        );
         most = most.max(run.rejected);
     }
     println!("burst + long quota: at most {most} × 429 over 20 start phases");
+}
+
+/// A server in process that answers after `service` and states its quotas with `state`,
+/// refusing with 429 when `refuse` says so. It counts what it saw.
+#[derive(Clone)]
+struct Server {
+    inner: Arc<ServerInner>,
+}
+
+struct ServerInner {
+    service: Duration,
+    in_flight: AtomicU64,
+    most_in_flight: AtomicU64,
+    /// Bytes admitted in the current second of the paused clock, and which second.
+    bytes: Mutex<(u64, u64)>,
+    refused: AtomicU64,
+    admitted: AtomicU64,
+    /// Concurrency cap (0: none) and bytes per second (0: none).
+    cap: u64,
+    bytes_per_second: u64,
+}
+
+impl Server {
+    fn new(service: Duration, cap: u64, bytes_per_second: u64) -> Server {
+        Server {
+            inner: Arc::new(ServerInner {
+                service,
+                in_flight: AtomicU64::new(0),
+                most_in_flight: AtomicU64::new(0),
+                bytes: Mutex::new((0, 0)),
+                refused: AtomicU64::new(0),
+                admitted: AtomicU64::new(0),
+                cap,
+                bytes_per_second,
+            }),
+        }
+    }
+
+    fn policy(&self) -> String {
+        let mut items = vec![r#""req";q=1000;w=60"#.to_owned()];
+        if self.inner.cap > 0 {
+            items.push(format!(
+                r#""conc";q={};qu="concurrent-requests""#,
+                self.inner.cap
+            ));
+        }
+        if self.inner.bytes_per_second > 0 {
+            items.push(format!(
+                r#""upload";q={};qu="content-bytes";w=1"#,
+                self.inner.bytes_per_second
+            ));
+        }
+        items.join(", ")
+    }
+}
+
+#[async_trait::async_trait]
+impl reqwest_middleware::Middleware for Server {
+    async fn handle(
+        &self,
+        request: reqwest::Request,
+        _extensions: &mut http::Extensions,
+        _next: reqwest_middleware::Next<'_>,
+    ) -> reqwest_middleware::Result<reqwest::Response> {
+        let s = &self.inner;
+        let size = request
+            .body()
+            .and_then(|b| b.as_bytes())
+            .map_or(0, |b| b.len() as u64);
+        let now = UnixClock.now();
+        let (second, left_in_second) = (now.as_secs(), 1_000 - u64::from(now.subsec_millis()));
+        let concurrent = s.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+        s.most_in_flight.fetch_max(concurrent, Ordering::SeqCst);
+        let over_cap = s.cap > 0 && concurrent > s.cap;
+        let bytes_left = {
+            let mut bytes = s.bytes.lock().unwrap();
+            if bytes.1 != second {
+                *bytes = (0, second);
+            }
+            let over = s.bytes_per_second > 0 && bytes.0 + size > s.bytes_per_second;
+            if !over && !over_cap {
+                bytes.0 += size;
+            }
+            (over, s.bytes_per_second.saturating_sub(bytes.0))
+        };
+        let refused = over_cap || bytes_left.0;
+        if !refused {
+            tokio::time::sleep(s.service).await;
+        }
+        let in_flight_after = s.in_flight.fetch_sub(1, Ordering::SeqCst) - 1;
+        let mut state = vec![format!(r#""req";r=900;t=60"#)];
+        if s.cap > 0 {
+            state.push(format!(
+                r#""conc";r={}"#,
+                s.cap.saturating_sub(in_flight_after)
+            ));
+        }
+        if s.bytes_per_second > 0 {
+            let t = left_in_second.div_ceil(1000);
+            state.push(format!(r#""upload";r={};t={t}"#, bytes_left.1));
+        }
+        let mut response = http::Response::builder()
+            .status(if refused { 429 } else { 200 })
+            .header("ratelimit-policy", self.policy())
+            .header("ratelimit", state.join(", "));
+        if refused {
+            response = response.header("retry-after", "1");
+            s.refused.fetch_add(1, Ordering::SeqCst);
+        } else {
+            s.admitted.fetch_add(1, Ordering::SeqCst);
+        }
+        Ok(reqwest::Response::from(response.body(Vec::new()).unwrap()))
+    }
+}
+
+/// A cap of 2 requests in flight, each served in 200 ms: 6 tasks, 30 requests. The key's first
+/// request goes alone and its answer states the cap, so no request is ever refused and never
+/// more than 2 are in flight; the job takes its minimum, 15 rounds of 200 ms.
+#[tokio::test(start_paused = true)]
+async fn a_concurrency_quota_caps_the_requests_in_flight() {
+    let server = Server::new(Duration::from_millis(200), 2, 0);
+    let client = PoliteClientBuilder::new()
+        .with_inner(server.clone())
+        .build();
+    let started = tokio::time::Instant::now();
+    let next = Arc::new(AtomicU64::new(0));
+    let tasks: Vec<_> = (0..6)
+        .map(|_| {
+            let (client, next) = (client.clone(), next.clone());
+            tokio::spawn(async move {
+                while next.fetch_add(1, Ordering::SeqCst) < 30 {
+                    let response = client.get("http://api.test/report").send().await.unwrap();
+                    assert_eq!(response.status(), 200, "a request was lost");
+                }
+            })
+        })
+        .collect();
+    for task in tasks {
+        task.await.unwrap();
+    }
+    let elapsed = started.elapsed();
+    let s = &server.inner;
+    println!(
+        "concurrency cap 2: 30 requests in {elapsed:?}, {} × 429, at most {} in flight",
+        s.refused.load(Ordering::SeqCst),
+        s.most_in_flight.load(Ordering::SeqCst)
+    );
+    assert_eq!(s.admitted.load(Ordering::SeqCst), 30);
+    assert_eq!(s.refused.load(Ordering::SeqCst), 0);
+    assert_eq!(s.most_in_flight.load(Ordering::SeqCst), 2);
+    // The first goes alone (200 ms), then 29 two at a time: 15 more rounds, and the timer's
+    // ticks.
+    assert!(
+        elapsed <= Duration::from_millis(16 * 200 + 100),
+        "{elapsed:?}"
+    );
+}
+
+/// 1,000 content bytes per second, uploads of 300 bytes: 4 tasks, 20 uploads (6,000 bytes, so
+/// at least 5 window changes). Paced by each request's declared length, the uploads go 3 per
+/// second; counted as requests, 4 would go at once and the 4th be refused every second.
+#[tokio::test(start_paused = true)]
+async fn content_bytes_are_paced_by_each_requests_declared_length() {
+    let server = Server::new(Duration::from_millis(10), 0, 1_000);
+    let client = PoliteClientBuilder::new()
+        .with_inner(server.clone())
+        .build();
+    let started = tokio::time::Instant::now();
+    let next = Arc::new(AtomicU64::new(0));
+    let tasks: Vec<_> = (0..4)
+        .map(|_| {
+            let (client, next) = (client.clone(), next.clone());
+            tokio::spawn(async move {
+                while next.fetch_add(1, Ordering::SeqCst) < 20 {
+                    let response = client
+                        .put("http://api.test/upload")
+                        .body(vec![7u8; 300])
+                        .send()
+                        .await
+                        .unwrap();
+                    assert_eq!(response.status(), 200, "an upload was lost");
+                }
+            })
+        })
+        .collect();
+    for task in tasks {
+        task.await.unwrap();
+    }
+    let elapsed = started.elapsed();
+    let refused = server.inner.refused.load(Ordering::SeqCst);
+    println!("content bytes: 20 uploads of 300 bytes in {elapsed:?}, {refused} × 429");
+    assert_eq!(server.inner.admitted.load(Ordering::SeqCst), 20);
+    // The first answer states the quota; the first second's other uploads went with it.
+    assert!(refused <= 1, "{refused} × 429");
+    assert!(elapsed <= Duration::from_secs(9), "{elapsed:?}");
 }
