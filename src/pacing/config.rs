@@ -6,8 +6,12 @@ use std::time::Duration;
 pub enum PacingMode {
     /// Throttle: wait for the permit, unless it would come later than `max_wait` after the
     /// request asked (then fail at once with [`PacingError::WaitTooLong`](super::PacingError)).
+    ///
+    /// When a server's stated wait holds the key, `max_wait` bounds that wait, not the jitter
+    /// drawn on top of it: a quota spent for 60 s is waited out under the default 60 s, its
+    /// spread of up to 20% included, and a server asking for 61 s is refused at once.
     Wait {
-        /// The longest a request may wait for its permit.
+        /// The longest a request may wait for its permit (see above for the jitter).
         max_wait: Duration,
     },
     /// Reject at once with [`PacingError::Throttled`](super::PacingError) whenever a wait

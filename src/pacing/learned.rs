@@ -89,6 +89,8 @@ pub(crate) struct KeyQuota {
     gate_until: Duration,
     /// The wait the server stated (before jitter) with the response that set `gate_until`.
     gate_stated: Option<Duration>,
+    /// When that stated wait ends: `gate_until` less the jitter drawn on top of it.
+    gate_required_until: Duration,
     limit: Option<u64>,
     window: Option<Duration>,
     /// Our estimate of what is left in the current window, net of our own reservations.
@@ -662,7 +664,18 @@ impl KeyQuota {
         if until > self.gate_until {
             self.gate_until = until;
             self.gate_stated = stated;
+            self.gate_required_until = stated.map_or(until, |s| now.saturating_add(s).min(until));
         }
+    }
+
+    /// The jitter drawn on top of the server's stated wait that still holds the gate at `now`:
+    /// it spreads clients told the same instant, and is not part of the wait the server asks.
+    pub(crate) fn gate_jitter_left(&self, now: Duration) -> Duration {
+        if self.gate_until <= now {
+            return Duration::ZERO;
+        }
+        self.gate_until
+            .saturating_sub(self.gate_required_until.max(now))
     }
 
     /// The server's stated wait behind the gate, while the gate is closed.

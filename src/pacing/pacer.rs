@@ -281,7 +281,9 @@ impl Pacer {
                         server_wait: self.server_wait(key, now),
                     });
                 }
-                PacingMode::Wait { max_wait } if total > max_wait => {
+                PacingMode::Wait { max_wait }
+                    if total.saturating_sub(self.gate_jitter(key, now, wait)) > max_wait =>
+                {
                     tracing::debug!(key = %key_digest(key), ?total, "pacing: rejected, wait too long");
                     return Err(PacingError::WaitTooLong {
                         wait: total,
@@ -302,6 +304,25 @@ impl Pacer {
                 }
             }
         }
+    }
+
+    /// The jitter in `wait`, when what holds the request is the gate of a server's stated
+    /// wait: `max_wait` bounds the wait the server asks, not the spread drawn on top of it
+    /// (with it, a quota spent for a minute would refuse every request under the default
+    /// `max_wait` of 60 s).
+    fn gate_jitter(&self, key: &str, now: Duration, wait: Duration) -> Duration {
+        self.inner
+            .keys
+            .with_existing(key, |state| {
+                // The gate holds the request when the wait ends with it (to the timer's tick).
+                let gate = state.quota.gate_after(now);
+                if gate + SHORTEST_SLEEP >= wait {
+                    state.quota.gate_jitter_left(now)
+                } else {
+                    Duration::ZERO
+                }
+            })
+            .unwrap_or(Duration::ZERO)
     }
 
     /// The wait the server stated with the pause that holds `key` now, if one does.

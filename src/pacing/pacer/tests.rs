@@ -50,6 +50,49 @@ async fn a_wait_beyond_max_wait_is_refused_at_once_with_the_wait() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_server_wait_within_max_wait_is_waited_out_with_its_jitter() {
+    // The default max_wait of 60 s, the default gate jitter (not before, up to 20% later), and
+    // a quota spent for exactly 60 s: the jitter on top is no reason to refuse.
+    let pacer = Pacer::builder().gate_jitter(Jitter::NotBefore(0.1)).build();
+    for _ in 0..20 {
+        let permit = pacer.acquire("k", 1).await.unwrap();
+        permit
+            .finish(StatusCode::OK, &stated(100, 0, Duration::from_secs(60)))
+            .await;
+        let started = tokio::time::Instant::now();
+        let permit = pacer.acquire("k", 1).await.unwrap();
+        let waited = started.elapsed();
+        assert!(
+            (Duration::from_secs(60)..=Duration::from_millis(72_001)).contains(&waited),
+            "{waited:?}"
+        );
+        drop(permit);
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_server_wait_beyond_max_wait_is_refused_at_once() {
+    let pacer = Pacer::builder().build();
+    let permit = pacer.acquire("k", 1).await.unwrap();
+    permit
+        .finish(StatusCode::OK, &stated(100, 0, Duration::from_secs(61)))
+        .await;
+    let started = tokio::time::Instant::now();
+    let refused = pacer.acquire("k", 1).await.unwrap_err();
+    assert_eq!(started.elapsed(), Duration::ZERO);
+    let PacingError::WaitTooLong {
+        server_wait,
+        max_wait,
+        ..
+    } = refused
+    else {
+        panic!("{refused:?}");
+    };
+    assert_eq!(server_wait, Some(Duration::from_secs(61)));
+    assert_eq!(max_wait, Duration::from_secs(60));
+}
+
+#[tokio::test(start_paused = true)]
 async fn a_cost_above_the_burst_is_an_error_not_a_hang() {
     let pacer = Pacer::builder()
         .rate(Rate::per_second(nz(10)).with_burst(nz(2)))
