@@ -197,3 +197,56 @@ async fn a_thousand_waiters_cost_one_round_trip_and_leave_the_tokens_as_they_wer
         decision.reset
     );
 }
+
+/// What one process learns reaches another through a Redis Cluster with no rate configured
+/// (`SharedBucket::redis_learned`): its take and note scripts and the gate keep every key of a
+/// partition key in one slot, for two keys on different masters. Fail-closed, so a
+/// cross-slot error would fail the test rather than let requests through.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn learned_quotas_are_shared_through_redis_cluster() {
+    let _turn = take_turn(module_path!()).await;
+    let cluster = RedisCluster::start();
+    let urls = cluster.urls();
+    let urls: Vec<&str> = urls.iter().map(String::as_str).collect();
+    let mut pacers = Vec::new();
+    for _ in 0..2 {
+        let store = RedisStore::cluster(&urls, options()).await.unwrap();
+        let bucket =
+            SharedBucket::redis_learned(store, "learned").on_failure(StoreFailure::FailClosed);
+        pacers.push(Pacer::builder().shared(bucket).mode(wait_mode()).build());
+    }
+    let (learner, other) = (&pacers[0], &pacers[1]);
+    let window = Duration::from_secs(2);
+    for key in ["tenant-a", "tenant-b"] {
+        // The learner is told: 3 left of 20, in a window ending in 2 s.
+        let mut told = RateLimitInfo::default();
+        told.limit = Some(20);
+        told.remaining = Some(3);
+        told.reset = Some(window);
+        told.window = Some(window);
+        let started = Instant::now();
+        let permit = learner.acquire(key, 1).await.unwrap();
+        permit.finish(http::StatusCode::OK, &told).await;
+        // The other process, which was told nothing, takes those 3 at once…
+        for _ in 0..3 {
+            let waited = other.acquire(key, 1).await.unwrap().waited();
+            assert!(
+                waited < Duration::from_millis(300),
+                "{key}: waited {waited:?}"
+            );
+        }
+        // …then waits for the window's end, as the learner said it (the Redis server's TTL;
+        // 600 ms of room for a loaded machine's timers and round trips).
+        other.acquire(key, 1).await.unwrap();
+        let waited = started.elapsed();
+        assert!(
+            waited >= window - Duration::from_millis(100)
+                && waited <= window + Duration::from_millis(600),
+            "{key}: the 4th went after {waited:?}"
+        );
+    }
+    for pacer in &pacers {
+        let health = pacer.store_health().unwrap();
+        assert_eq!((health.outages, health.decided_without_store), (0, 0));
+    }
+}
