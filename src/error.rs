@@ -2,8 +2,9 @@
 
 use std::time::Duration;
 
+use crate::RateLimitInfo;
 use crate::pacing::PacingError;
-use crate::retry::RetryError;
+use crate::retry::{BodyFactoryError, RetryError};
 
 /// Why a polite client gave up on a request: the retry layer (the server asked for a wait above
 /// the cap, or the next wait would pass the deadline: both carry the server's response) or the
@@ -53,6 +54,10 @@ pub enum PoliteError {
     /// The pacer refused a permit.
     #[error(transparent)]
     Pacing(#[from] PacingError),
+    /// The retry layer could not make the body of a try ([`BodyFactory`](crate::retry::BodyFactory)
+    /// failed), with the last try's outcome.
+    #[error(transparent)]
+    BodyFactory(#[from] BodyFactoryError),
 }
 
 impl PoliteError {
@@ -63,6 +68,10 @@ impl PoliteError {
     ) -> Result<PoliteError, reqwest_middleware::Error> {
         let error = match RetryError::from_middleware(error) {
             Ok(retry) => return Ok(PoliteError::Retry(retry)),
+            Err(other) => other,
+        };
+        let error = match BodyFactoryError::from_middleware(error) {
+            Ok(factory) => return Ok(PoliteError::BodyFactory(factory)),
             Err(other) => other,
         };
         PacingError::from_middleware(error).map(PoliteError::Pacing)
@@ -77,6 +86,9 @@ impl PoliteError {
                     || error.server_wait().is_some()
             }
             PoliteError::Pacing(error) => error.wait().is_some(),
+            PoliteError::BodyFactory(error) => error
+                .response()
+                .is_some_and(|r| r.status() == http::StatusCode::TOO_MANY_REQUESTS),
         }
     }
 
@@ -95,6 +107,9 @@ impl PoliteError {
         match self {
             PoliteError::Retry(error) => error.server_wait(),
             PoliteError::Pacing(error) => error.server_wait(),
+            PoliteError::BodyFactory(error) => error
+                .response()
+                .and_then(|r| RateLimitInfo::from_headers(r.headers()).server_wait()),
         }
     }
 
@@ -103,7 +118,7 @@ impl PoliteError {
     pub fn wait(&self) -> Option<Duration> {
         match self {
             PoliteError::Retry(RetryError::DeadlineExceeded { wait, .. }) => Some(*wait),
-            PoliteError::Retry(_) => None,
+            PoliteError::Retry(_) | PoliteError::BodyFactory(_) => None,
             PoliteError::Pacing(error) => error.wait(),
         }
     }
@@ -113,6 +128,7 @@ impl PoliteError {
         match self {
             PoliteError::Retry(error) => Some(error.response()),
             PoliteError::Pacing(_) => None,
+            PoliteError::BodyFactory(error) => error.response(),
         }
     }
 
@@ -121,6 +137,7 @@ impl PoliteError {
         match self {
             PoliteError::Retry(error) => Some(error.into_response()),
             PoliteError::Pacing(_) => None,
+            PoliteError::BodyFactory(error) => error.into_last_outcome().and_then(Result::ok),
         }
     }
 }

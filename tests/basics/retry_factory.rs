@@ -10,12 +10,12 @@ use http_body_util::StreamBody;
 use hyper::body::Frame;
 use reqwest::Body;
 use reqwest_middleware::ClientWithMiddleware;
-use reqwest_polite::PoliteClientBuilder;
 use reqwest_polite::retry::{
     BodyFactory, BodyFactoryError, RetryBudget, RetryError, RetryMiddleware, RetryOverride,
     RetryPolicy,
 };
 use reqwest_polite::time::Jitter;
+use reqwest_polite::{PoliteClientBuilder, PoliteError};
 use wiremock::{MockServer, ResponseTemplate};
 
 use crate::support::{Recorder, server_answering};
@@ -257,7 +257,15 @@ async fn a_failing_factory_ends_with_a_typed_error_that_keeps_the_last_response(
         .send()
         .await
         .unwrap_err();
-    let error = BodyFactoryError::from_middleware(error).unwrap();
+    // One error story: the crate's error names it too, with the response it kept.
+    let error = PoliteError::from_middleware(error).unwrap();
+    assert!(error.is_rate_limited(), "the last try was refused with 429");
+    assert_eq!(error.server_wait(), Some(Duration::ZERO));
+    assert_eq!(error.response().unwrap().status(), 429);
+    assert_eq!(error.wait(), None);
+    let PoliteError::BodyFactory(error) = error else {
+        panic!("{error:?}");
+    };
     assert_eq!(error.attempts(), 1);
     assert_eq!(
         error.to_string(),
