@@ -62,6 +62,9 @@ step "cargo clippy (library, no default features)" \
     cargo clippy --lib --no-default-features -- -D warnings
 step "cargo doc (all features)" \
     env RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --all-features
+# What a user of the default features reads: no link may point at a feature's item.
+step "cargo doc (default features)" \
+    env RUSTDOCFLAGS="-D warnings" cargo doc --no-deps
 step "cargo build (no default features)" cargo build --no-default-features
 # The declared rust-version builds the library with redis and mock (installed when missing).
 # TLS is left out: it adds no code of ours, and aws-lc's C library would be built again for

@@ -28,18 +28,18 @@
 //! 2. **a configured rate** ([`Rate`](crate::time::Rate)), kept in memory by governor's GCRA, one bucket per
 //!    key or one for the whole pacer ([`BucketScope`]); it applies on top of what the server
 //!    says, so the pacer never exceeds it;
-//! 3. **a shared bucket** ([`SharedBucket`]): a token bucket in Redis (standalone or Cluster)
-//!    that every process takes from, so N processes share one quota instead of each using its
-//!    own. Only the head of each queue asks Redis, so round trips stay near one per request
+//! 3. **a shared bucket** (`SharedBucket`, feature `redis`): a token bucket in Redis
+//!    (standalone or Cluster) that every process takes from, so N processes share one quota
+//!    instead of each using its own. Only the head of each queue asks Redis, so round trips stay near one per request
 //!    however many requests wait. A 429 seen by one process closes a gate in Redis (a key with
 //!    a TTL, never a client timestamp) that every other process sees with its next take from
 //!    Redis (read in the same round trip, at most once per 100 ms). Optional leases take K
 //!    tokens per round trip and spend them locally: round trips fall to 1/K per request, and
 //!    the processes together may run ahead of the quota by at most K × processes requests;
 //!    across processes, strict order is not possible, but processes take turns for leases
-//!    (see [`SharedBucket::lease`]). While Redis is out of reach the bucket fails open
+//!    (see `SharedBucket::lease`). While Redis is out of reach the bucket fails open
 //!    (default, with a rate-limited warning), fails closed, or falls back to a local bucket at
-//!    the quota divided by the number of processes ([`StoreFailure`]); it is tried again
+//!    the quota divided by the number of processes (`StoreFailure`); it is tried again
 //!    every 200 ms, so the pacer is back on the shared bucket within a second of Redis
 //!    returning.
 //!

@@ -334,7 +334,8 @@ impl Pacer {
     }
 
     /// Pauses every request on `key` in this process for `wait` (what a 429 does by itself,
-    /// through [`Permit::finish`], which also shares it through a [`SharedBucket`]).
+    /// through [`Permit::finish`], which also shares it through a shared bucket, feature
+    /// `redis`).
     pub fn pause(&self, key: &str, wait: Duration) {
         let now = self.inner.clock.now();
         self.inner
