@@ -235,7 +235,8 @@ impl RateLimitedApi {
     /// A 429's body is problem details (`application/problem+json`, IETF `RateLimit`
     /// draft-11): type `quota-exceeded`, the refusing layer's name in `violated-policies`
     /// (the name of its `RateLimit-Policy` item), `detail` and `retry_after` as in the plain
-    /// body. A silent API still answers bare 429s.
+    /// body. A silent API still answers bare 429s. A 503 for a layer whose store failed is
+    /// problem details too, of type `temporary-reduced-capacity`.
     ///
     /// ```
     /// use std::time::Duration;

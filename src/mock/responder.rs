@@ -420,7 +420,13 @@ impl RateLimitResponder {
                     error = %error,
                     "mock rate-limit store failed: answering 503"
                 );
-                let response = Reply::new(503).json(&unavailable_body(layer, &error));
+                let body = unavailable_body(layer, &error);
+                let response = if self.inner.style.problem_details {
+                    let problem = reduced_capacity_problem(&body);
+                    Reply::new(503).body(problem.to_string(), "application/problem+json")
+                } else {
+                    Reply::new(503).json(&body)
+                };
                 let entry = Entry {
                     layer: Some(layer.name().to_owned()),
                     key: Some(key),
@@ -536,6 +542,17 @@ fn unavailable_body(layer: &Layer, error: &LayerError) -> serde_json::Value {
     serde_json::json!({
         "error": "rate_limiter_unavailable",
         "message": format!("The store of rate limit '{}' failed: {cause}", layer.name()),
+    })
+}
+
+/// The draft-11 problem details of a 503 whose layer could not decide: type
+/// `temporary-reduced-capacity`, the plain body's message as `detail`.
+fn reduced_capacity_problem(plain: &serde_json::Value) -> serde_json::Value {
+    serde_json::json!({
+        "type": "https://iana.org/assignments/http-problem-types#temporary-reduced-capacity",
+        "title": "Temporary reduced capacity",
+        "status": 503,
+        "detail": plain["message"],
     })
 }
 

@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use reqwest_polite::RateLimitInfo;
-use reqwest_polite::headers::HeaderDialect;
+use reqwest_polite::headers::{HeaderDialect, ProblemDetails, ProblemKind};
 use reqwest_polite::limiter::redis::{BlockingRedisLimiter, BlockingRedisStore, RedisOptions};
 use reqwest_polite::limiter::{Decision, FixedWindow, RateLimiter};
 use reqwest_polite::mock::{Answer, Layer, Partition, RateLimitedApi, RateLimitedServer};
@@ -323,6 +323,37 @@ async fn assert_unavailable(api: &RateLimitedServer) {
     assert_eq!(logged.layer.as_deref(), Some("per-api-key"));
     assert_eq!(logged.key.as_deref(), Some("k"));
     assert_eq!(logged.decision, None);
+}
+
+#[tokio::test]
+async fn with_problem_details_a_layer_that_cannot_decide_says_temporary_reduced_capacity() {
+    let mut redis = RedisServer::start();
+    let api = redis_api(&redis.url())
+        .problem_details()
+        .start()
+        .await
+        .unwrap();
+    redis.stop();
+    let response = bare_client()
+        .get(api.uri())
+        .header("x-api-key", "k")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 503);
+    assert_eq!(
+        response.headers()["content-type"],
+        "application/problem+json"
+    );
+    let (status, headers) = (response.status(), response.headers().clone());
+    let body = response.bytes().await.unwrap();
+    let problem = ProblemDetails::from_body(status, &headers, &body).unwrap();
+    assert_eq!(problem.kind, ProblemKind::TemporaryReducedCapacity);
+    let detail = problem.detail.unwrap();
+    assert!(
+        detail.starts_with("The store of rate limit 'per-api-key' failed: "),
+        "{detail}"
+    );
 }
 
 #[tokio::test]
