@@ -124,8 +124,9 @@ pub(crate) struct KeyQuota {
     fresh: bool,
     /// The response being observed answers an early probe.
     answers_early: bool,
-    /// The quotas stated beside the governing one, each in its unit and window.
-    side: SideQuotas,
+    /// The quotas stated beside the governing one, each in its unit and window (boxed: most
+    /// servers state one quota).
+    side: Option<Box<SideQuotas>>,
     /// Where, in the second before a stated (rounded-up) reset, the quota really frees.
     phase: ResetPhase,
     /// One request may pass the closed gate, alone, to see whether the quota has freed.
@@ -233,13 +234,16 @@ impl KeyQuota {
     /// Reserves `demand` against every quota held, or says until when to wait: the quotas
     /// held beside the governing one first (see [`side`]), then the governing one's budget.
     pub(crate) fn reserve(&mut self, now: Duration, demand: Demand) -> Admission {
-        if let Some(until) = self.side.wait_until(now, demand, self.in_flight) {
+        let side = self.side.as_deref_mut();
+        if let Some(until) = side.and_then(|side| side.wait_until(now, demand, self.in_flight)) {
             self.last_seen = now;
             return Admission::WaitUntil(until);
         }
         let admission = self.reserve_governing(now, demand.requests);
         if matches!(admission, Admission::Reserved(_)) {
-            self.side.take(now, demand);
+            if let Some(side) = self.side.as_deref_mut() {
+                side.take(now, demand);
+            }
         }
         admission
     }
@@ -352,7 +356,9 @@ impl KeyQuota {
 
     /// Gives back a reservation whose request was never sent.
     pub(crate) fn give_back(&mut self, ticket: Ticket, demand: Demand) {
-        self.side.give_back(demand);
+        if let Some(side) = self.side.as_deref_mut() {
+            side.give_back(demand);
+        }
         let cost = demand.requests;
         self.end(ticket);
         if let (Some(silence), Some(start)) = (self.silence.as_deref_mut(), ticket.window)
@@ -409,8 +415,11 @@ impl KeyQuota {
         self.end(ticket);
         self.last_seen = now;
         self.observed = true;
-        if !info.policies.is_empty() {
-            self.side.observe(now, info, self.in_flight);
+        // Most servers state one quota: the governing one, with nothing beside it to hold.
+        let beside = info.policies.len() > usize::from(info.governing_policy().is_some());
+        if beside || self.side.is_some() {
+            let side = self.side.get_or_insert_with(Box::default);
+            side.observe(now, info, self.in_flight);
         }
         let stated = info.limit.is_some()
             || info.remaining.is_some()

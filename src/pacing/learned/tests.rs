@@ -612,3 +612,24 @@ fn a_window_rolled_from_a_rounded_up_reset_is_not_taken_to_end_before_a_window_h
     spend_second(&mut q, MS * 2193);
     assert_eq!(q.try_reserve(MS * 2194, 1), Admission::WaitUntil(MS * 3193));
 }
+
+#[test]
+fn a_lone_concurrency_quota_is_held_beside_no_governing_one() {
+    // The server states only a cap of 2 in flight: no quota governs, the cap still holds.
+    let mut headers = http::HeaderMap::new();
+    headers.insert(
+        "ratelimit-policy",
+        r#""conc";q=2;qu="concurrent-requests""#.parse().unwrap(),
+    );
+    headers.insert("ratelimit", r#""conc";r=1"#.parse().unwrap());
+    let stated = RateLimitInfo::from_headers(&headers);
+    assert!(stated.governing_policy().is_none());
+    let mut q = KeyQuota::new(false);
+    let first = reserve(&mut q, MS);
+    see(&mut q, MS * 2, first, false, &stated);
+    let (a, _b) = (reserve(&mut q, MS * 3), reserve(&mut q, MS * 3));
+    assert!(matches!(q.try_reserve(MS * 3, 1), Admission::WaitUntil(_)));
+    // One answered: a slot is free.
+    see(&mut q, MS * 4, a, false, &stated);
+    reserve(&mut q, MS * 4);
+}
