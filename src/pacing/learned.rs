@@ -240,10 +240,10 @@ impl KeyQuota {
             return Admission::WaitUntil(until);
         }
         let admission = self.reserve_governing(now, demand.requests);
-        if matches!(admission, Admission::Reserved(_)) {
-            if let Some(side) = self.side.as_deref_mut() {
-                side.take(now, demand);
-            }
+        if matches!(admission, Admission::Reserved(_))
+            && let Some(side) = self.side.as_deref_mut()
+        {
+            side.take(now, demand);
         }
         admission
     }
