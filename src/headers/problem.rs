@@ -11,7 +11,8 @@ pub const PROBLEM_BODY_LIMIT: usize = 16 * 1024;
 /// section "Problem Types").
 ///
 /// Put in the response's extensions by the pacing middleware when a 429 or 503 carries such a
-/// body of a known length up to [`PROBLEM_BODY_LIMIT`]; the caller still reads the same bytes.
+/// body of up to [`PROBLEM_BODY_LIMIT`] (its length stated or not) that arrives within 100 ms;
+/// the caller still reads the same bytes.
 ///
 /// ```
 /// use http::{HeaderMap, StatusCode};

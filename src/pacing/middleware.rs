@@ -13,10 +13,11 @@ use crate::time::{DrawnWait, RequestDeadline, RequestJitter};
 /// Paces every attempt of a request: awaits a permit for the request's partition key, sends,
 /// then feeds the response's [`RateLimitInfo`] back to the [`Pacer`].
 ///
-/// A 429 or 503 with a small `application/problem+json` body (of known length, up to
-/// [`PROBLEM_BODY_LIMIT`](crate::headers::PROBLEM_BODY_LIMIT)) also gets its
-/// [`ProblemDetails`](crate::headers::ProblemDetails) in its extensions: the body is read
-/// once and given back to the caller byte for byte. Other bodies are not touched.
+/// A 429 or 503 with a small `application/problem+json` body (up to
+/// [`PROBLEM_BODY_LIMIT`](crate::headers::PROBLEM_BODY_LIMIT), stated or not, arriving within
+/// 100 ms) also gets its [`ProblemDetails`](crate::headers::ProblemDetails) in its extensions:
+/// the body is read once and given back to the caller byte for byte (what was read, then the
+/// rest of the stream, when it was longer or slower). Other bodies are not touched.
 ///
 /// Put it under the retry middleware so that retries are paced too. On a 429 it tells the
 /// retry layer, through the response's extensions, the pause it put on the key, drawn once

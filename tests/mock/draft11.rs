@@ -315,6 +315,31 @@ async fn a_problem_body_above_the_limit_is_not_read() {
     assert_eq!(response.bytes().await.unwrap(), body);
 }
 
+/// A 429 whose problem body has no length (chunked, as HTTP/2 and streaming servers send) is
+/// read when it comes at once, and the caller still gets every byte.
+#[tokio::test]
+async fn a_chunked_problem_body_that_comes_at_once_is_read() {
+    let problem = format!(r#"{{"type":"{QUOTA_EXCEEDED}","violated-policies":["burst"]}}"#);
+    let head = "HTTP/1.1 429 Too Many Requests\r\ncontent-type: application/problem+json\r\n\
+                transfer-encoding: chunked\r\nconnection: close\r\n\r\n"
+        .to_owned();
+    let (first, second) = problem.as_bytes().split_at(20);
+    let rest = [chunk(second), b"0\r\n\r\n".to_vec()].concat();
+    let (address, release) = holding_server(head, chunk(first), rest);
+    release.send(()).unwrap();
+    let response = pacing_client()
+        .get(format!("http://{address}/"))
+        .send()
+        .await
+        .unwrap();
+    let details = response.extensions().get::<ProblemDetails>().unwrap();
+    assert_eq!(details.violated_policies, ["burst"]);
+    assert_eq!(response.text().await.unwrap(), problem);
+}
+
+/// A body of unknown length is not waited for past a short bound (the caller may never read
+/// it): a 200's is never read, a 429's problem body held back by the server comes back as a
+/// stream, its first chunk read and given back first.
 #[tokio::test]
 async fn bodies_of_unknown_length_stay_streams() {
     let problem = format!(r#"{{"type":"{QUOTA_EXCEEDED}","violated-policies":["burst"]}}"#);
