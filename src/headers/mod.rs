@@ -325,6 +325,10 @@ impl RateLimitInfo {
     /// assert!(info.policies.is_empty());
     /// ```
     pub fn from_headers(headers: &http::HeaderMap) -> RateLimitInfo {
+        // Most responses state nothing: no clock to read for them.
+        if !headers.keys().any(|name| names_a_rate_limit(name.as_str())) {
+            return RateLimitInfo::default();
+        }
         Self::from_headers_at(headers, crate::time::wall_now())
     }
 
