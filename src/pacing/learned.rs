@@ -499,22 +499,8 @@ impl KeyQuota {
                     let lag = now.saturating_sub(first.at);
                     self.lag_by = Some(self.lag_by.map_or(lag, |known| known.min(lag)));
                 }
-                // A new window, begun by this request.
-                self.epoch = self.epoch.wrapping_add(1);
-                self.sends.retain(|sent| sent.serial != ticket.serial);
-                self.previous_sends = std::mem::take(&mut self.sends);
-                self.sends.push(Sent {
-                    serial: ticket.serial,
-                    at: ticket.sent,
-                    answered: now,
-                });
-                self.epoch_first_answer = None;
-                self.least_left = None;
-                self.reset_at = None;
-                self.budget = None;
+                self.begun_by(now, ticket);
                 self.opened_early = true;
-                self.early_refused = false;
-                ticket.epoch = self.epoch;
                 self.gate_until = self.gate_until.min(now);
             }
             (Outcome::Answered, true) => {
@@ -774,6 +760,13 @@ impl KeyQuota {
         {
             return;
         }
+        self.begun_by(now, ticket);
+    }
+
+    /// Starts a window begun by `ticket`'s request, answered at `now`: its answer is the new
+    /// window's first news. What the older answers said of the last window's end and budget
+    /// is theirs.
+    fn begun_by(&mut self, now: Duration, ticket: &mut Ticket) {
         self.sends.retain(|sent| sent.serial != ticket.serial);
         self.begin_window();
         self.sends.push(Sent {
@@ -781,7 +774,6 @@ impl KeyQuota {
             at: ticket.sent,
             answered: now,
         });
-        // What the older answers said of the last window's end and budget is theirs.
         self.reset_at = None;
         self.budget = None;
         ticket.epoch = self.epoch;
