@@ -55,8 +55,39 @@ pub(crate) struct Ticket {
     pub(crate) serial: u64,
     /// When it was reserved (sent).
     pub(crate) sent: Duration,
+    /// The fewest left an answer of its window had stated when it was reserved.
+    seen: Option<Left>,
     /// Reserved against the estimated window that started at this time.
     window: Option<Duration>,
+}
+
+/// What an answer stated is left of the governing quota, and of which quota (its size and
+/// window, as stated).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Left {
+    limit: Option<u64>,
+    window: Option<Duration>,
+    remaining: u64,
+}
+
+impl Left {
+    fn stated(info: &RateLimitInfo) -> Option<Left> {
+        Some(Left {
+            limit: info.limit,
+            window: info.window,
+            remaining: info.remaining?,
+        })
+    }
+
+    /// `later`, stated by the answer to a request sent after this was stated, leaves as many
+    /// or more of the same quota: the request was counted in a later window. (A request the
+    /// server does not count leaves as many too; the window taken to begin with it then ends
+    /// by the reset the server states all the same.)
+    fn rolled_by(&self, later: &Left) -> bool {
+        self.limit == later.limit
+            && self.window == later.window
+            && later.remaining >= self.remaining
+    }
 }
 
 /// What a response says, beyond its headers.
@@ -98,9 +129,14 @@ pub(crate) struct KeyQuota {
     reset_at: Option<Duration>,
     /// Bumped when a window ends: responses to requests of older windows are stale.
     epoch: u64,
-    /// When the earliest request admitted in this window was sent: the window began no later,
-    /// so it ends no later than that plus its length.
-    epoch_first_sent: Option<Duration>,
+    /// When the earliest answer admitting a request of this window came: the window began no
+    /// later (by the time that request arrived), so it ends no later than that plus its
+    /// length. Not the request's send time: it may have reached the server a round trip later.
+    epoch_first_answer: Option<Duration>,
+    /// The fewest left any answer of this window has stated. A request reserved after that
+    /// answer, admitted with as many left or more, was counted in a later window: the server's
+    /// rolled (or a moving one freed) in between.
+    least_left: Option<Left>,
     in_flight: u64,
     last_seen: Duration,
     /// Whether a key with no news yet sends one request alone first.
@@ -321,6 +357,7 @@ impl KeyQuota {
             epoch: self.epoch,
             serial,
             sent: now,
+            seen: self.least_left,
             window,
         }
     }
@@ -448,6 +485,8 @@ impl KeyQuota {
         }
         if let Some(early) = early {
             self.early_seen(now, &mut ticket, early, outcome);
+        } else {
+            self.rolled_under(now, &mut ticket, outcome, info);
         }
         self.answers_early = early.is_some();
         self.observe_stated(now, ticket, outcome, info)
@@ -469,21 +508,8 @@ impl KeyQuota {
                     let lag = now.saturating_sub(first.at);
                     self.lag_by = Some(self.lag_by.map_or(lag, |known| known.min(lag)));
                 }
-                // A new window, begun by this request.
-                self.epoch = self.epoch.wrapping_add(1);
-                self.sends.retain(|sent| sent.serial != ticket.serial);
-                self.previous_sends = std::mem::take(&mut self.sends);
-                self.sends.push(Sent {
-                    serial: ticket.serial,
-                    at: ticket.sent,
-                    answered: now,
-                });
-                self.epoch_first_sent = None;
-                self.reset_at = None;
-                self.budget = None;
+                self.begun_by(now, ticket);
                 self.opened_early = true;
-                self.early_refused = false;
-                ticket.epoch = self.epoch;
                 self.gate_until = self.gate_until.min(now);
             }
             (Outcome::Answered, true) => {
@@ -554,7 +580,7 @@ impl KeyQuota {
         outcome: Outcome,
         info: &RateLimitInfo,
     ) -> Option<Duration> {
-        let (epoch, sent) = (ticket.epoch, ticket.sent);
+        let epoch = ticket.epoch;
         if info.reset.is_some() || info.retry_after.is_some() {
             self.coarse = info.grain.is_some();
         }
@@ -575,15 +601,27 @@ impl KeyQuota {
         self.fresh = epoch == self.epoch;
         if epoch == self.epoch {
             if outcome == Outcome::Answered {
-                let first = self.epoch_first_sent.get_or_insert(sent);
-                *first = (*first).min(sent);
+                let first = self.epoch_first_answer.get_or_insert(now);
+                *first = (*first).min(now);
+            }
+            if let Some(left) = Left::stated(info) {
+                self.least_left = match self.least_left {
+                    Some(least)
+                        if least.limit == left.limit
+                            && least.window == left.window
+                            && least.remaining <= left.remaining =>
+                    {
+                        Some(least)
+                    }
+                    _ => Some(left),
+                };
             }
             if let Some(reset) = info.reset {
                 // Servers round resets up to whole seconds, so each response bounds the true
                 // reset from above: the earliest bound of the window is the tightest.
                 let mut stated = now.saturating_add(reset);
-                // The window began by the time its first admitted request was sent.
-                if let (Some(first), Some(window)) = (self.epoch_first_sent, self.window) {
+                // The window began by the time its first admitted request was answered.
+                if let (Some(first), Some(window)) = (self.epoch_first_answer, self.window) {
                     stated = stated.min(first.saturating_add(window)).max(now);
                 }
                 self.reset_at = Some(match self.reset_at {
@@ -697,6 +735,59 @@ impl KeyQuota {
         self.gate_until.saturating_sub(now)
     }
 
+    /// Starts a new window: what was learned of the last one's end, its sends and its early
+    /// probe belong to it. The caller sets the new window's budget and reset.
+    fn begin_window(&mut self) {
+        self.epoch = self.epoch.wrapping_add(1);
+        self.epoch_first_answer = None;
+        self.least_left = None;
+        self.previous_sends = std::mem::take(&mut self.sends);
+        self.early = None;
+        self.opened_early = false;
+        self.early_refused = false;
+    }
+
+    /// The answer to `ticket` shows the server counted it in a later window than an answer
+    /// received before it went (see [`Left::rolled_by`]): starts that window, begun by this
+    /// request. An early probe's answer is [`early_seen`](Self::early_seen)'s; within a window
+    /// an early probe opened, the quota is known to free one request at a time.
+    fn rolled_under(
+        &mut self,
+        now: Duration,
+        ticket: &mut Ticket,
+        outcome: Outcome,
+        info: &RateLimitInfo,
+    ) {
+        let rolled = match (ticket.seen, Left::stated(info)) {
+            (Some(seen), Some(left)) => seen.rolled_by(&left),
+            _ => false,
+        };
+        if !rolled
+            || outcome != Outcome::Answered
+            || ticket.epoch != self.epoch
+            || self.opened_early
+        {
+            return;
+        }
+        self.begun_by(now, ticket);
+    }
+
+    /// Starts a window begun by `ticket`'s request, answered at `now`: its answer is the new
+    /// window's first news. What the older answers said of the last window's end and budget
+    /// is theirs.
+    fn begun_by(&mut self, now: Duration, ticket: &mut Ticket) {
+        self.sends.retain(|sent| sent.serial != ticket.serial);
+        self.begin_window();
+        self.sends.push(Sent {
+            serial: ticket.serial,
+            at: ticket.sent,
+            answered: now,
+        });
+        self.reset_at = None;
+        self.budget = None;
+        ticket.epoch = self.epoch;
+    }
+
     /// When the known window has ended, starts the next one with the full stated quota.
     fn roll(&mut self, now: Duration) {
         let Some(reset_at) = self.reset_at else {
@@ -705,12 +796,7 @@ impl KeyQuota {
         if reset_at > now {
             return;
         }
-        self.epoch = self.epoch.wrapping_add(1);
-        self.epoch_first_sent = None;
-        self.previous_sends = std::mem::take(&mut self.sends);
-        self.early = None;
-        self.opened_early = false;
-        self.early_refused = false;
+        self.begin_window();
         self.budget = self.limit;
         self.reset_at = match (self.limit, self.window) {
             (Some(_), Some(window)) if !window.is_zero() => {

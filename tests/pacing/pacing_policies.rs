@@ -39,11 +39,12 @@ impl reqwest_middleware::Middleware for Latency {
     }
 }
 
-/// Measured over 20 start phases: no 429 in 16, one in 2, seven in 2; the seven are the first
-/// window's (the first answer comes from a burst window that ends 100 ms later, on the way of
-/// the next requests; the governing quota's own learning, not the long quota's). Held by the
-/// governing quota alone, as before the quotas beside it were held, the same runs got up to
-/// 33 × 429. The bar: 8.
+/// Measured over 20 start phases (3 runs): no 429 in any. Before an answer with as many left
+/// as an earlier one was taken for a new window, there were one 429 in 2 phases and seven in 2,
+/// all in the first window: the first answer came from a burst window ending 100 ms later,
+/// the next requests reached the server in the following one, and the pacer kept the first
+/// window's end for theirs. Held by the governing quota alone, as before the quotas beside it
+/// were held, the same runs got up to 33 × 429. The bar: 1.
 ///
 /// A burst quota of 10 per second and a longer one of 25 per 10 s, both stated (IETF lists
 /// every layer that decided). 8 tasks send 60 requests: the long quota allows 25 in each
@@ -62,7 +63,7 @@ async fn a_burst_quota_and_a_long_quota_both_hold() {
         let stack = PoliteClientBuilder::new().with_inner(Latency(Duration::from_millis(100)));
         let run = simulated_sync_job(stack, &api, 8, 60).await;
         assert!(
-            run.rejected <= 8,
+            run.rejected <= 1,
             "phase {phase}: {} × 429\n{}",
             run.rejected,
             run.timeline()

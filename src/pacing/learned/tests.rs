@@ -633,3 +633,27 @@ fn a_lone_concurrency_quota_is_held_beside_no_governing_one() {
     see(&mut q, MS * 4, a, false, &stated);
     reserve(&mut q, MS * 4);
 }
+
+#[test]
+fn an_answer_with_as_many_left_as_an_earlier_one_starts_a_new_window() {
+    // The server's windows are whole seconds of its clock: [-0.9, 0.1), [0.1, 1.1)… of ours,
+    // and each request reaches it 100 ms after it goes (its answer comes at once).
+    let mut q = KeyQuota::default();
+    let first = reserve(&mut q, Duration::ZERO);
+    // Counted at 0.1 s, the first window's last instant: 9 left, "reset in 1 s" (its 0 s
+    // rounded up).
+    see(&mut q, MS * 100, first, false, &per_second(9));
+    // Eight go on that answer and reach the server in its next window: 9 left again, then 8…
+    // The first of them, sent after the answer that said 9, says 9: the window has rolled in
+    // between, and ends a second after that request arrived (by its answer), at 1.2 s, not a
+    // second after the first request went.
+    let wave: Vec<Ticket> = (0..8).map(|_| reserve(&mut q, MS * 100)).collect();
+    for (i, ticket) in wave.into_iter().enumerate() {
+        see(&mut q, MS * 200, ticket, false, &per_second(9 - i as u64));
+    }
+    // Two are left in the new window: both go, and the key waits for its end.
+    reserve(&mut q, MS * 200);
+    reserve(&mut q, MS * 200);
+    assert_eq!(q.try_reserve(MS * 200, 1), Admission::WaitUntil(MS * 1200));
+    assert_eq!(q.try_reserve(MS * 1000, 1), Admission::WaitUntil(MS * 1200));
+}
