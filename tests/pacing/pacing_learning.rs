@@ -12,6 +12,7 @@
 //! One test runs the same job over real sockets with bounds that hold on a loaded machine.
 //! Each prints its figures (`-- --nocapture`).
 
+use std::num::NonZeroU32;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -20,7 +21,8 @@ use reqwest_polite::PoliteClientBuilder;
 use reqwest_polite::headers::HeaderDialect;
 use reqwest_polite::limiter::SlidingWindowLog;
 use reqwest_polite::mock::{Layer, Partition, RateLimitedApi};
-use reqwest_polite::time::TokioClock;
+use reqwest_polite::pacing::Pacer;
+use reqwest_polite::time::{Rate, TokioClock};
 
 use crate::support::{SimulatedRun, simulated_sync_job, start_at_phase, take_turn};
 
@@ -227,4 +229,31 @@ async fn over_real_sockets_nothing_is_lost() {
         api.rejected()
     );
     assert!(elapsed <= minimum() * 2, "took {elapsed:?}");
+}
+
+/// `partner_sync`'s mode (c) in one process: a configured rate of 50 per second beside the
+/// quota learned from a server allowing 50 per second (fixed windows on whole seconds, IETF
+/// headers), 20 tasks, 200 requests. The rate sets the pace (199 gaps of 20 ms: 3.98 s); the
+/// learned quota must not add waits for windows the server has already rolled. Measured over
+/// 20 phases: 3.99 s every time, no 429; before an answer with as many left as an earlier one
+/// was taken for a new window, 4.0–6.9 s (each window waited out to a second after the pacer's
+/// own roll, up to a second late).
+#[tokio::test(start_paused = true)]
+async fn a_configured_rate_beside_a_learned_quota_keeps_the_rates_pace() {
+    let rate = Rate::per_second(NonZeroU32::new(50).expect("50 is not zero"));
+    for phase in 0..20u64 {
+        start_at_phase(Duration::from_millis(50 * phase)).await;
+        let api = RateLimitedApi::global(50, Duration::from_secs(1))
+            .responder()
+            .expect("a valid mock");
+        let stack = PoliteClientBuilder::new().pacer(Pacer::builder().rate(rate).build());
+        let run = simulated_sync_job(stack, &api, 20, 200).await;
+        assert!(
+            run.rejected == 0 && run.elapsed <= Duration::from_millis(4100),
+            "phase {phase}: {} × 429 in {:?}\n{}",
+            run.rejected,
+            run.elapsed,
+            run.timeline()
+        );
+    }
 }
