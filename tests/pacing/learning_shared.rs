@@ -7,11 +7,9 @@
 //! The bars (issue 10): at most 10 responses 429 in all, within 1.2 × the minimum; Redis
 //! killed mid-run changes nothing but the 429 count (the failure policy, fail-open, holds).
 //! Each test prints its figures (`-- --nocapture`). Real time, loopback only.
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use crate::support::{RedisServer, take_turn};
+use crate::support::{RedisServer, run_job, take_turn};
 use reqwest_polite::PoliteClientBuilder;
 use reqwest_polite::limiter::redis::{RedisOptions, RedisStore};
 use reqwest_polite::mock::{RateLimitedApi, RateLimitedServer};
@@ -45,21 +43,7 @@ async fn process(url: String, redis: Option<String>) {
         pacer = pacer.shared(SharedBucket::redis_learned(store, "learning_shared"));
     }
     let client = PoliteClientBuilder::new().pacer(pacer.build()).build();
-    let next = Arc::new(AtomicU64::new(0));
-    let tasks: Vec<_> = (0..TASKS)
-        .map(|_| {
-            let (client, url, next) = (client.clone(), url.clone(), next.clone());
-            tokio::spawn(async move {
-                while next.fetch_add(1, Ordering::SeqCst) < EACH {
-                    let response = client.get(&url).send().await.unwrap();
-                    assert_eq!(response.status(), 200, "a request was lost");
-                }
-            })
-        })
-        .collect();
-    for task in tasks {
-        task.await.unwrap();
-    }
+    run_job(TASKS as u64, EACH, move || client.get(&url).send()).await;
 }
 
 /// Runs the four processes against `api`; `during` runs beside them (say, killing Redis).

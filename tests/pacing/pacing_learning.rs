@@ -13,8 +13,6 @@
 //! Each prints its figures (`-- --nocapture`).
 
 use std::num::NonZeroU32;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use reqwest_polite::PoliteClientBuilder;
@@ -24,7 +22,7 @@ use reqwest_polite::mock::{Layer, Partition, RateLimitedApi};
 use reqwest_polite::pacing::Pacer;
 use reqwest_polite::time::{Rate, TokioClock};
 
-use crate::support::{SimulatedRun, simulated_sync_job, start_at_phase, take_turn};
+use crate::support::{SimulatedRun, run_job, simulated_sync_job, start_at_phase, take_turn};
 
 const LIMIT: u64 = 20;
 const WINDOW: Duration = Duration::from_secs(2);
@@ -56,6 +54,7 @@ pub(crate) async fn sweep(
 ) {
     let (mut fastest, mut slowest_run) = (Duration::MAX, Duration::ZERO);
     let (mut fewest, mut most) = (usize::MAX, 0);
+    let mut slowest_request = Duration::ZERO;
     for phase in 0..PHASES {
         let phase = Duration::from_millis(1000 / PHASES * phase);
         start_at_phase(phase).await;
@@ -72,14 +71,16 @@ pub(crate) async fn sweep(
         slowest_run = slowest_run.max(run.elapsed);
         fewest = fewest.min(run.rejected);
         most = most.max(run.rejected);
+        slowest_request = slowest_request.max(run.slowest);
     }
     println!(
         "{name}: {requests} requests in {:.2}–{:.2} s ({:.2}–{:.2} × the minimum), \
-         {fewest}–{most} answered 429, over {PHASES} start phases",
+         {fewest}–{most} answered 429, slowest request {:.2} s, over {PHASES} start phases",
         fastest.as_secs_f64(),
         slowest_run.as_secs_f64(),
         fastest.as_secs_f64() / minimum().as_secs_f64(),
         slowest_run.as_secs_f64() / minimum().as_secs_f64(),
+        slowest_request.as_secs_f64(),
     );
 }
 
@@ -200,26 +201,14 @@ async fn over_real_sockets_nothing_is_lost() {
     let _turn = take_turn(module_path!()).await;
     let api = global().start().await.unwrap();
     let client = reqwest_polite::client();
-    let next = Arc::new(AtomicU64::new(0));
     let started = Instant::now();
-    let workers: Vec<_> = (0..TASKS)
-        .map(|_| {
-            let (client, url, next) = (client.clone(), api.uri(), next.clone());
-            tokio::spawn(async move {
-                while next.fetch_add(1, Ordering::SeqCst) < REQUESTS {
-                    let response = client.get(&url).send().await.unwrap();
-                    assert_eq!(response.status(), 200, "a request was lost");
-                }
-            })
-        })
-        .collect();
-    for worker in workers {
-        worker.await.unwrap();
-    }
+    let url = api.uri();
+    let slowest = run_job(TASKS, REQUESTS, move || client.get(&url).send()).await;
     let elapsed = started.elapsed();
     println!(
-        "real sockets: {REQUESTS} requests in {:.2} s, {} answered 429",
+        "real sockets: {REQUESTS} requests in {:.2} s, slowest {:.2} s, {} answered 429",
         elapsed.as_secs_f64(),
+        slowest.as_secs_f64(),
         api.rejected()
     );
     assert_eq!(api.admitted(), REQUESTS as usize);

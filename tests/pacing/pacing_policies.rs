@@ -11,7 +11,7 @@ use reqwest_polite::limiter::FixedWindow;
 use reqwest_polite::mock::{Layer, Partition, RateLimitedApi};
 use reqwest_polite::time::{Clock, UnixClock};
 
-use crate::support::{simulated_sync_job, start_at_phase};
+use crate::support::{run_job, simulated_sync_job, start_at_phase};
 
 /// A fixed window aligned with the wall clock's seconds, as `Layer::global` has.
 fn window(name: &str, limit: u64, window: Duration) -> Layer {
@@ -52,7 +52,7 @@ impl reqwest_middleware::Middleware for Latency {
 /// let the pacer send 10 every second and run into the long one's refusals.
 #[tokio::test(start_paused = true)]
 async fn a_burst_quota_and_a_long_quota_both_hold() {
-    let mut most = 0;
+    let (mut most, mut slowest) = (0, Duration::ZERO);
     for phase in 0..20u64 {
         start_at_phase(Duration::from_millis(50 * phase)).await;
         let api = RateLimitedApi::new()
@@ -69,8 +69,12 @@ async fn a_burst_quota_and_a_long_quota_both_hold() {
             run.timeline()
         );
         most = most.max(run.rejected);
+        slowest = slowest.max(run.slowest);
     }
-    println!("burst + long quota: at most {most} × 429 over 20 start phases");
+    println!(
+        "burst + long quota: at most {most} × 429, slowest request {slowest:?}, over 20 start \
+         phases"
+    );
 }
 
 /// A server in process that answers after `service` and states its quotas with `state`,
@@ -196,25 +200,12 @@ async fn a_concurrency_quota_caps_the_requests_in_flight() {
         .with_inner(server.clone())
         .build();
     let started = tokio::time::Instant::now();
-    let next = Arc::new(AtomicU64::new(0));
-    let tasks: Vec<_> = (0..6)
-        .map(|_| {
-            let (client, next) = (client.clone(), next.clone());
-            tokio::spawn(async move {
-                while next.fetch_add(1, Ordering::SeqCst) < 30 {
-                    let response = client.get("http://api.test/report").send().await.unwrap();
-                    assert_eq!(response.status(), 200, "a request was lost");
-                }
-            })
-        })
-        .collect();
-    for task in tasks {
-        task.await.unwrap();
-    }
+    let slowest = run_job(6, 30, move || client.get("http://api.test/report").send()).await;
     let elapsed = started.elapsed();
     let s = &server.inner;
     println!(
-        "concurrency cap 2: 30 requests in {elapsed:?}, {} × 429, at most {} in flight",
+        "concurrency cap 2: 30 requests in {elapsed:?}, slowest {slowest:?}, {} × 429, \
+         at most {} in flight",
         s.refused.load(Ordering::SeqCst),
         s.most_in_flight.load(Ordering::SeqCst)
     );
@@ -239,29 +230,19 @@ async fn content_bytes_are_paced_by_each_requests_declared_length() {
         .with_inner(server.clone())
         .build();
     let started = tokio::time::Instant::now();
-    let next = Arc::new(AtomicU64::new(0));
-    let tasks: Vec<_> = (0..4)
-        .map(|_| {
-            let (client, next) = (client.clone(), next.clone());
-            tokio::spawn(async move {
-                while next.fetch_add(1, Ordering::SeqCst) < 20 {
-                    let response = client
-                        .put("http://api.test/upload")
-                        .body(vec![7u8; 300])
-                        .send()
-                        .await
-                        .unwrap();
-                    assert_eq!(response.status(), 200, "an upload was lost");
-                }
-            })
-        })
-        .collect();
-    for task in tasks {
-        task.await.unwrap();
-    }
+    let upload = move || {
+        client
+            .put("http://api.test/upload")
+            .body(vec![7u8; 300])
+            .send()
+    };
+    let slowest = run_job(4, 20, upload).await;
     let elapsed = started.elapsed();
     let refused = server.inner.refused.load(Ordering::SeqCst);
-    println!("content bytes: 20 uploads of 300 bytes in {elapsed:?}, {refused} × 429");
+    println!(
+        "content bytes: 20 uploads of 300 bytes in {elapsed:?}, slowest {slowest:?}, \
+         {refused} × 429"
+    );
     assert_eq!(server.inner.admitted.load(Ordering::SeqCst), 20);
     // The first answer states the quota; the first second's other uploads went with it.
     assert!(refused <= 1, "{refused} × 429");

@@ -11,6 +11,7 @@
 mod acquire;
 mod clients;
 mod headers;
+mod jobs;
 mod ports;
 #[cfg(feature = "redis")]
 mod process;
@@ -28,6 +29,7 @@ mod windows;
 pub use acquire::{Acquired, acquire_until};
 pub use clients::bare_client;
 pub use headers::{collect_headers, header_map};
+pub use jobs::run_job;
 pub use ports::{closed_port, free_port, silent_listener};
 pub use rates::{nz, refill};
 pub use retries::{Recorder, server_answering};

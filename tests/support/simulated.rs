@@ -7,14 +7,14 @@
 //! the client draws; each caller sweeps the start's phase within the second, since servers'
 //! windows align with whole seconds of the wall clock.
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use reqwest_polite::PoliteClientBuilder;
 use reqwest_polite::mock::{LoggedRequest, RateLimitResponder};
 use reqwest_polite::time::{Clock, UnixClock};
 use tokio::time::Instant;
+
+use super::run_job;
 
 /// What one simulated sync job measured.
 #[derive(Debug)]
@@ -70,27 +70,9 @@ pub async fn simulated_sync_job(
     requests: u64,
 ) -> SimulatedRun {
     let client = stack.with_inner(responder.clone()).build();
-    let next = Arc::new(AtomicU64::new(0));
     let started = Instant::now();
-    let workers: Vec<_> = (0..tasks)
-        .map(|_| {
-            let (client, next) = (client.clone(), next.clone());
-            tokio::spawn(async move {
-                let mut slowest = Duration::ZERO;
-                while next.fetch_add(1, Ordering::SeqCst) < requests {
-                    let sent = Instant::now();
-                    let response = client.get("http://api.test/items").send().await.unwrap();
-                    assert_eq!(response.status(), 200, "a request was lost");
-                    slowest = slowest.max(sent.elapsed());
-                }
-                slowest
-            })
-        })
-        .collect();
-    let mut slowest = Duration::ZERO;
-    for worker in workers {
-        slowest = slowest.max(worker.await.unwrap());
-    }
+    let send = move || client.get("http://api.test/items").send();
+    let slowest = run_job(tasks, requests, send).await;
     let elapsed = started.elapsed();
     let log = responder.log();
     assert_eq!(log.admitted(), requests as usize);
