@@ -90,6 +90,30 @@ impl Left {
     }
 }
 
+/// The end of the window holding `now`, for windows of length `window` the last of which
+/// ended at `reset_at` (at the earliest at `earliest`, for a reset rounded up): whole windows
+/// that passed while nobody asked are skipped.
+pub(super) fn end_of_window_holding(
+    now: Duration,
+    reset_at: Duration,
+    earliest: Duration,
+    window: Duration,
+) -> Duration {
+    let behind = now.saturating_sub(earliest).as_nanos() / window.as_nanos();
+    let windows = u32::try_from(behind.saturating_add(1)).unwrap_or(u32::MAX);
+    reset_at.saturating_add(window.saturating_mul(windows))
+}
+
+/// A window's end from what was `known` and a new `stated` bound: servers round resets up, so
+/// each statement bounds the true end from above, and the earliest bound of a window that has
+/// not ended is the tightest.
+pub(super) fn tightest_reset(known: Option<Duration>, stated: Duration, now: Duration) -> Duration {
+    match known {
+        Some(known) if known > now => known.min(stated),
+        _ => stated,
+    }
+}
+
 /// What a response says, beyond its headers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Outcome {
@@ -453,10 +477,11 @@ impl KeyQuota {
         self.last_seen = now;
         self.observed = true;
         // Most servers state one quota: the governing one, with nothing beside it to hold.
-        let beside = info.policies.len() > usize::from(info.governing_policy().is_some());
+        let governs = info.governing_policy();
+        let beside = info.policies.len() > usize::from(governs.is_some());
         if beside || self.side.is_some() {
             let side = self.side.get_or_insert_with(Box::default);
-            side.observe(now, info, self.in_flight);
+            side.observe_beside(now, info, governs, self.in_flight);
         }
         let stated = info.limit.is_some()
             || info.remaining.is_some()
@@ -624,10 +649,7 @@ impl KeyQuota {
                 if let (Some(first), Some(window)) = (self.epoch_first_answer, self.window) {
                     stated = stated.min(first.saturating_add(window)).max(now);
                 }
-                self.reset_at = Some(match self.reset_at {
-                    Some(known) if known > now => known.min(stated),
-                    _ => stated,
-                });
+                self.reset_at = Some(tightest_reset(self.reset_at, stated, now));
             }
             if info.remaining == Some(0) && pause.is_none() {
                 pause = self.reset_at.map(|at| at.saturating_sub(now));
@@ -807,9 +829,7 @@ impl KeyQuota {
                 // window would be put in a fresh one, and refused).
                 let slack = if self.coarse { GRAIN } else { Duration::ZERO };
                 let earliest = reset_at.saturating_sub(slack);
-                let behind = now.saturating_sub(earliest).as_nanos() / window.as_nanos();
-                let windows = u32::try_from(behind.saturating_add(1)).unwrap_or(u32::MAX);
-                let projected = reset_at.saturating_add(window.saturating_mul(windows));
+                let projected = end_of_window_holding(now, reset_at, earliest, window);
                 if self.coarse {
                     // The window holding `now` ends within a window from now.
                     Some(projected.min(now.saturating_add(window)))

@@ -281,8 +281,10 @@ impl Pacer {
                         server_wait: self.server_wait(key, now),
                     });
                 }
+                // The key is looked up again only for a wait that is already too long.
                 PacingMode::Wait { max_wait }
-                    if total.saturating_sub(self.gate_jitter(key, now, wait)) > max_wait =>
+                    if total > max_wait
+                        && total.saturating_sub(self.gate_jitter(key, now, wait)) > max_wait =>
                 {
                     tracing::debug!(key = %key_digest(key), ?total, "pacing: rejected, wait too long");
                     return Err(PacingError::WaitTooLong {

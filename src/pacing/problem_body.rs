@@ -50,16 +50,15 @@ pub(crate) async fn with_problem_details(response: Response) -> reqwest::Result<
             read.push_back(data);
         }
     }
-    let details = whole
-        .then(|| ProblemDetails::from_body(parts.status, &parts.headers, &concat(&read)))
-        .flatten();
     let mut extensions = url_extension(url);
     extensions.extend(std::mem::take(&mut parts.extensions));
     parts.extensions = extensions;
-    let body = if whole {
-        reqwest::Body::from(concat(&read))
+    let (body, details) = if whole {
+        let bytes = concat(&read);
+        let details = ProblemDetails::from_body(parts.status, &parts.headers, &bytes);
+        (reqwest::Body::from(bytes), details)
     } else {
-        reqwest::Body::wrap(Prefixed { read, rest: body })
+        (reqwest::Body::wrap(Prefixed { read, rest: body }), None)
     };
     let mut response = Response::from(http::Response::from_parts(parts, body));
     if let Some(details) = details {

@@ -26,7 +26,8 @@
 use std::collections::VecDeque;
 use std::time::Duration;
 
-use crate::headers::{QuotaPolicy, QuotaUnit, RateLimitInfo, governing};
+use super::{end_of_window_holding, tightest_reset};
+use crate::headers::{QuotaPolicy, QuotaUnit, RateLimitInfo};
 
 /// What one request asks of the quotas.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -118,15 +119,11 @@ impl Held {
         let recent: u64 = self.recent.iter().map(|(_, n)| n).sum();
         self.left = self.size.map(|size| size.saturating_sub(recent));
         self.confirmed = false;
-        self.reset_at = match self.window.filter(|w| !w.is_zero()) {
-            Some(window) => {
-                // Windows missed while no request went: skip to the one that holds now.
-                let behind = now.saturating_sub(reset_at).as_nanos() / window.as_nanos();
-                let ahead = u32::try_from(behind + 1).unwrap_or(u32::MAX);
-                Some(reset_at.saturating_add(window.saturating_mul(ahead)))
-            }
-            None => None,
-        };
+        // Windows missed while no request went are skipped.
+        self.reset_at = self
+            .window
+            .filter(|w| !w.is_zero())
+            .map(|window| end_of_window_holding(now, reset_at, reset_at, window));
         if self.reset_at.is_none() {
             self.left = None;
         }
@@ -163,10 +160,22 @@ pub(crate) struct SideQuotas {
 }
 
 impl SideQuotas {
-    /// Takes in what a response stated, received at `now`, with `in_flight` of our requests
-    /// still out (they may not be counted in it yet).
+    /// [`observe_beside`](Self::observe_beside) the policy that governs `info`.
+    #[cfg(test)]
     pub(crate) fn observe(&mut self, now: Duration, info: &RateLimitInfo, in_flight: u64) {
-        let governs = governing(&info.policies);
+        self.observe_beside(now, info, info.governing_policy(), in_flight);
+    }
+
+    /// Takes in what a response stated beside the quota that `governs` it (the parent's),
+    /// received at `now`, with `in_flight` of our requests still out (they may not be counted
+    /// in it yet).
+    pub(crate) fn observe_beside(
+        &mut self,
+        now: Duration,
+        info: &RateLimitInfo,
+        governs: Option<&QuotaPolicy>,
+        in_flight: u64,
+    ) {
         let caps = info
             .policies
             .iter()
@@ -194,11 +203,7 @@ impl SideQuotas {
             held.window = policy.window.or(held.window);
             if let Some(reset) = policy.reset {
                 let stated = now.saturating_add(reset);
-                held.reset_at = Some(match held.reset_at {
-                    // Resets are rounded up: the earliest bound of a window is the tightest.
-                    Some(known) if known > now => known.min(stated),
-                    _ => stated,
-                });
+                held.reset_at = Some(tightest_reset(held.reset_at, stated, now));
             }
             if let Some(remaining) = policy.remaining {
                 let counted_in_flight = match policy.quota_unit {
