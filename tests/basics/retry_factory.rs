@@ -53,6 +53,15 @@ fn client(max_retries: u32, recorder: &Recorder) -> ClientWithMiddleware {
         .build()
 }
 
+/// Sends `request` with a body made by `upload`, which makes the bodies of its retries too.
+async fn send_upload(
+    request: reqwest_middleware::RequestBuilder,
+    upload: BodyFactory,
+) -> reqwest_middleware::Result<reqwest::Response> {
+    let first = upload.make().expect("the first body");
+    request.body(first).with_extension(upload).send().await
+}
+
 fn too_many_now() -> ResponseTemplate {
     ResponseTemplate::new(429).insert_header("retry-after", "0")
 }
@@ -75,11 +84,7 @@ async fn streamed_put_is_retried_after_429_with_the_whole_body_each_try() {
     let server = server_answering(too_many_now(), 1).await;
     let (upload, made) = counting_factory();
     let recorder = Recorder::default();
-    let response = client(3, &recorder)
-        .put(server.uri())
-        .body(upload.make().unwrap())
-        .with_extension(upload)
-        .send()
+    let response = send_upload(client(3, &recorder).put(server.uri()), upload)
         .await
         .unwrap();
     assert_eq!(response.status(), 200);
@@ -109,11 +114,7 @@ async fn the_factory_is_called_once_per_try_until_retries_run_out() {
     let server = server_answering(too_many_now(), u64::MAX).await;
     let (upload, made) = counting_factory();
     let recorder = Recorder::default();
-    let response = client(2, &recorder)
-        .put(server.uri())
-        .body(upload.make().unwrap())
-        .with_extension(upload)
-        .send()
+    let response = send_upload(client(2, &recorder).put(server.uri()), upload)
         .await
         .unwrap();
     assert_eq!(response.status(), 429, "the last 429 comes back as it came");
@@ -127,11 +128,7 @@ async fn streamed_post_with_a_factory_is_not_resent_after_503() {
     let server = server_answering(ResponseTemplate::new(503), 1).await;
     let (upload, made) = counting_factory();
     let recorder = Recorder::default();
-    let response = client(3, &recorder)
-        .post(server.uri())
-        .body(upload.make().unwrap())
-        .with_extension(upload)
-        .send()
+    let response = send_upload(client(3, &recorder).post(server.uri()), upload)
         .await
         .unwrap();
     assert_eq!(response.status(), 503);
@@ -146,11 +143,7 @@ async fn streamed_post_with_a_factory_is_retried_after_429() {
     let server = server_answering(too_many_now(), 1).await;
     let (upload, made) = counting_factory();
     let recorder = Recorder::default();
-    let response = client(3, &recorder)
-        .post(server.uri())
-        .body(upload.make().unwrap())
-        .with_extension(upload)
-        .send()
+    let response = send_upload(client(3, &recorder).post(server.uri()), upload)
         .await
         .unwrap();
     assert_eq!(response.status(), 200);
@@ -163,14 +156,14 @@ async fn streamed_post_with_an_idempotency_key_is_retried_after_503() {
     let server = server_answering(ResponseTemplate::new(503), 1).await;
     let (upload, made) = counting_factory();
     let recorder = Recorder::default();
-    let response = client(3, &recorder)
-        .post(server.uri())
-        .header("idempotency-key", "import-42")
-        .body(upload.make().unwrap())
-        .with_extension(upload)
-        .send()
-        .await
-        .unwrap();
+    let response = send_upload(
+        client(3, &recorder)
+            .post(server.uri())
+            .header("idempotency-key", "import-42"),
+        upload,
+    )
+    .await
+    .unwrap();
     assert_eq!(response.status(), 200);
     assert_eq!(received_bodies(&server).await, [WHOLE, WHOLE]);
     assert_eq!(made.load(Ordering::SeqCst), 2);
@@ -194,11 +187,7 @@ async fn no_body_is_made_for_a_retry_the_deadline_forbids() {
         .no_pacing()
         .retry(RetryMiddleware::new(policy).with_sleeper(recorder.clone()))
         .build();
-    let error = client
-        .put(server.uri())
-        .body(upload.make().unwrap())
-        .with_extension(upload)
-        .send()
+    let error = send_upload(client.put(server.uri()), upload)
         .await
         .unwrap_err();
     let error = RetryError::from_middleware(error).unwrap();
@@ -227,13 +216,7 @@ async fn no_body_is_made_for_a_retry_the_budget_refuses() {
                 .with_budget(budget),
         )
         .build();
-    let response = client
-        .put(server.uri())
-        .body(upload.make().unwrap())
-        .with_extension(upload)
-        .send()
-        .await
-        .unwrap();
+    let response = send_upload(client.put(server.uri()), upload).await.unwrap();
     assert_eq!(response.status(), 429);
     assert_eq!(received_bodies(&server).await, [WHOLE, WHOLE]);
     assert_eq!(made.load(Ordering::SeqCst), 2);
@@ -250,11 +233,7 @@ async fn a_failing_factory_ends_with_a_typed_error_that_keeps_the_last_response(
         _ => Err(std::io::Error::other("report.csv is gone")),
     });
     let recorder = Recorder::default();
-    let error = client(3, &recorder)
-        .put(server.uri())
-        .body(upload.make().unwrap())
-        .with_extension(upload)
-        .send()
+    let error = send_upload(client(3, &recorder).put(server.uri()), upload)
         .await
         .unwrap_err();
     // One error story: the crate's error names it too, with the response it kept.

@@ -290,15 +290,16 @@ fn redis_api(url: &str) -> RateLimitedApi {
         .dialects(&ALL_DIALECTS)
 }
 
+/// One request with the API key `k`, as the Redis layer counts it.
+async fn send_keyed(api: &RateLimitedServer) -> reqwest::Response {
+    let request = bare_client().get(api.uri()).header("x-api-key", "k");
+    request.send().await.expect("the mock answers")
+}
+
 /// Sends one request and checks it got the documented 503, within the store's timeouts.
 async fn assert_unavailable(api: &RateLimitedServer) {
     let started = Instant::now();
-    let response = bare_client()
-        .get(api.uri())
-        .header("x-api-key", "k")
-        .send()
-        .await
-        .unwrap();
+    let response = send_keyed(api).await;
     let took = started.elapsed();
     // connect (300 ms) + command (200 ms), and room for a loaded machine
     assert!(took < Duration::from_millis(1500), "took {took:?}");
@@ -334,12 +335,7 @@ async fn with_problem_details_a_layer_that_cannot_decide_says_temporary_reduced_
         .await
         .unwrap();
     redis.stop();
-    let response = bare_client()
-        .get(api.uri())
-        .header("x-api-key", "k")
-        .send()
-        .await
-        .unwrap();
+    let response = send_keyed(&api).await;
     assert_eq!(response.status(), 503);
     assert_eq!(
         response.headers()["content-type"],
@@ -360,9 +356,7 @@ async fn with_problem_details_a_layer_that_cannot_decide_says_temporary_reduced_
 async fn a_redis_layer_whose_redis_is_down_answers_503_then_recovers() {
     let mut redis = RedisServer::start();
     let api = redis_api(&redis.url()).start().await.unwrap();
-    let send = || bare_client().get(api.uri()).header("x-api-key", "k").send();
-
-    let before = send().await.unwrap();
+    let before = send_keyed(&api).await;
     assert_eq!(before.status(), 200);
     assert_eq!(before.headers()["ratelimit-remaining"], "999");
 
@@ -373,7 +367,7 @@ async fn a_redis_layer_whose_redis_is_down_answers_503_then_recovers() {
 
     // Back up (empty: no persistence), the layer reconnects and counts afresh.
     redis.restart();
-    let after = send().await.unwrap();
+    let after = send_keyed(&api).await;
     assert_eq!(after.status(), 200);
     assert_eq!(after.headers()["ratelimit-remaining"], "999");
 }
