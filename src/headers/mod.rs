@@ -326,10 +326,10 @@ impl RateLimitInfo {
     /// ```
     pub fn from_headers(headers: &http::HeaderMap) -> RateLimitInfo {
         // Most responses state nothing: no clock to read for them.
-        if !headers.keys().any(|name| names_a_rate_limit(name.as_str())) {
+        if !states_a_rate_limit(headers) {
             return RateLimitInfo::default();
         }
-        Self::from_headers_at(headers, crate::time::wall_now())
+        Self::parse(headers, crate::time::wall_now())
     }
 
     /// Parses every rate-limit dialect in `headers`, with `now` as the local clock.
@@ -351,9 +351,14 @@ impl RateLimitInfo {
     /// ```
     pub fn from_headers_at(headers: &http::HeaderMap, now: SystemTime) -> RateLimitInfo {
         // Most responses state nothing: one pass over the names, then no parser runs.
-        if !headers.keys().any(|name| names_a_rate_limit(name.as_str())) {
+        if !states_a_rate_limit(headers) {
             return RateLimitInfo::default();
         }
+        Self::parse(headers, now)
+    }
+
+    /// Every dialect in `headers`, which name a rate limit, with `now` as the local clock.
+    fn parse(headers: &http::HeaderMap, now: SystemTime) -> RateLimitInfo {
         let clock = receipt::ReceiptClock::new(headers, now);
         // A response served from a cache (`Age` above 0) speaks of a quota as it was when the
         // origin answered, maybe for another client: its quota fields are ignored (the IETF
@@ -402,6 +407,11 @@ impl RateLimitInfo {
             policies,
         }
     }
+}
+
+/// Whether any header is one a dialect here reads.
+fn states_a_rate_limit(headers: &http::HeaderMap) -> bool {
+    headers.keys().any(|name| names_a_rate_limit(name.as_str()))
 }
 
 /// Whether a (lower-case) header name is one a dialect here reads: every one of them names a

@@ -84,26 +84,25 @@ impl Clock for UnixClock {
 /// (a reading of the system clock itself, on a loaded machine, can come milliseconds after the
 /// monotonic one).
 ///
-/// The anchor is taken again when the system clock has stepped more than
-/// [`WALL_STEP`] from where the monotonic clock carried it (an NTP step, a resumed VM), and
-/// after [`WALL_ANCHOR_AGE`] of real time, so smaller steps are followed within a minute.
+/// The anchor is taken again when the system clock has stepped more than [`WALL_STEP`] from
+/// where the monotonic clock carried it (an NTP step, a resumed VM), which is looked at once
+/// per [`WALL_CHECK_EVERY`] of real time, and after [`WALL_ANCHOR_AGE`], so smaller steps are
+/// followed within a minute. A reading is then two monotonic clock reads and an uncontended
+/// lock.
 pub(crate) fn wall_now() -> SystemTime {
-    static ANCHOR: Mutex<Option<(SystemTime, Instant)>> = Mutex::new(None);
+    static ANCHOR: Mutex<Option<Anchor>> = Mutex::new(None);
     let real = Instant::now();
-    let system = SystemTime::now();
     let (anchor_system, anchor_real) = {
         let mut anchor = ANCHOR.lock().unwrap_or_else(PoisonError::into_inner);
-        let stale = anchor.is_none_or(|(at_system, at_real)| {
-            let carried = at_system + real.saturating_duration_since(at_real);
-            let step = system
-                .duration_since(carried)
-                .unwrap_or_else(|behind| behind.duration());
-            step > WALL_STEP || real.saturating_duration_since(at_real) > WALL_ANCHOR_AGE
-        });
-        if stale {
-            *anchor = Some((system, real));
-        }
-        anchor.expect("set just above when missing")
+        let anchor = match anchor.as_mut() {
+            Some(held) if real.saturating_duration_since(held.checked) <= WALL_CHECK_EVERY => held,
+            Some(held) => {
+                held.check(real);
+                held
+            }
+            None => anchor.insert(Anchor::at(real)),
+        };
+        (anchor.system, anchor.real)
     };
     let tokio = tokio::time::Instant::now().into_std();
     match tokio.checked_duration_since(anchor_real) {
@@ -114,8 +113,46 @@ pub(crate) fn wall_now() -> SystemTime {
     }
 }
 
+/// One reading of both clocks, and when the system clock was last compared with it.
+struct Anchor {
+    system: SystemTime,
+    real: Instant,
+    checked: Instant,
+}
+
+impl Anchor {
+    fn at(real: Instant) -> Anchor {
+        Anchor {
+            system: SystemTime::now(),
+            real,
+            checked: real,
+        }
+    }
+
+    /// Takes the anchor again if the system clock stepped or the anchor is old.
+    fn check(&mut self, real: Instant) {
+        let system = SystemTime::now();
+        let carried = self.system + real.saturating_duration_since(self.real);
+        let step = system
+            .duration_since(carried)
+            .unwrap_or_else(|behind| behind.duration());
+        if step > WALL_STEP || real.saturating_duration_since(self.real) > WALL_ANCHOR_AGE {
+            *self = Anchor {
+                system,
+                real,
+                checked: real,
+            };
+        } else {
+            self.checked = real;
+        }
+    }
+}
+
 /// A system clock this far from where the monotonic clock carried the anchor has stepped.
 const WALL_STEP: Duration = Duration::from_millis(500);
+
+/// How often the system clock is compared with the anchor.
+const WALL_CHECK_EVERY: Duration = Duration::from_secs(1);
 
 /// The anchor of [`wall_now`] is taken again after this much real time.
 const WALL_ANCHOR_AGE: Duration = Duration::from_secs(60);
