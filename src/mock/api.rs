@@ -3,7 +3,7 @@ use std::time::Duration;
 
 use wiremock::{MockBuilder, MockServer};
 
-use super::responder::{RefusalStyle, Reply};
+use super::responder::{Latency, RefusalStyle, Reply};
 use super::{Layer, LoggedRequest, MockConfigError, RateLimitResponder, RequestLog};
 use crate::headers::HeaderDialect;
 
@@ -262,6 +262,42 @@ impl RateLimitedApi {
     /// ```
     pub fn problem_details(mut self) -> Self {
         self.style.problem_details = true;
+        self
+    }
+
+    /// Each request and each answer is delayed by between `least` and `most` (drawn per
+    /// request from a fixed sequence, so runs repeat), as a network and a busy server delay
+    /// them: the server counts a request after its way there, and the client learns of the
+    /// count after the way back. Answering in process ([`RateLimitedApi::responder`] as a
+    /// client's innermost middleware) both ways are slept, on tokio's clock; a server started
+    /// with [`RateLimitedApi::start`] delays its answers only (the request's way is real).
+    /// `most` below `least` is taken as `least`.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use reqwest_polite::mock::RateLimitedApi;
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let api = RateLimitedApi::global(5, Duration::from_secs(1))
+    ///     .latency(Duration::from_millis(40), Duration::from_millis(60))
+    ///     .responder()?;
+    /// let client = reqwest_polite::PoliteClientBuilder::new().with_inner(api.clone()).build();
+    ///
+    /// let started = tokio::time::Instant::now();
+    /// client.get("http://api.test/").send().await?;
+    ///
+    /// // Two ways of 40 to 60 ms each.
+    /// let took = started.elapsed();
+    /// assert!(took >= Duration::from_millis(80) && took <= Duration::from_millis(121), "{took:?}");
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn latency(mut self, least: Duration, most: Duration) -> Self {
+        self.style.latency = Some(Latency {
+            least,
+            most: most.max(least),
+        });
         self
     }
 

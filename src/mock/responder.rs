@@ -59,6 +59,8 @@ struct Inner {
     admitted: Reply,
     style: RefusalStyle,
     log: RequestLog,
+    /// Draws of the latency so far (the next draw's index).
+    draws: std::sync::atomic::AtomicU64,
 }
 
 /// One answer, before it goes out through wiremock or, in process, straight to the client.
@@ -141,6 +143,31 @@ pub(crate) struct RefusalStyle {
     pub(crate) silent: bool,
     /// 429 bodies as `application/problem+json` of type `quota-exceeded`.
     pub(crate) problem_details: bool,
+    /// Each way's delay, drawn per request between these bounds (see [`Latency`]).
+    pub(crate) latency: Option<Latency>,
+}
+
+/// The one-way delay of each request and of each answer: drawn between `least` and `most` from
+/// a fixed sequence, so a simulated run is the same every time. In process both ways are slept
+/// (on tokio's clock, paused or not); through wiremock the answer's way only, since the
+/// request has crossed a real socket already.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Latency {
+    pub(crate) least: Duration,
+    pub(crate) most: Duration,
+}
+
+impl Latency {
+    /// The `n`-th draw: splitmix64 of `n`, scaled into the bounds.
+    fn draw(&self, n: u64) -> Duration {
+        let mut z = n.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^= z >> 31;
+        let spread = self.most.saturating_sub(self.least);
+        let fraction = (z >> 11) as f64 / (1u64 << 53) as f64;
+        self.least + spread.mul_f64(fraction)
+    }
 }
 
 /// What the layers concluded about one request.
@@ -183,6 +210,7 @@ impl RateLimitResponder {
                 admitted,
                 style,
                 log: RequestLog::new(),
+                draws: std::sync::atomic::AtomicU64::new(0),
             }),
         }
     }
@@ -324,7 +352,10 @@ impl RateLimitResponder {
 impl Respond for RateLimitResponder {
     fn respond(&self, request: &Request) -> ResponseTemplate {
         let (reply, _) = self.answer(request);
-        reply.into_template()
+        match self.one_way() {
+            Some(delay) => reply.into_template().set_delay(delay),
+            None => reply.into_template(),
+        }
     }
 }
 
@@ -381,12 +412,28 @@ impl reqwest_middleware::Middleware for RateLimitResponder {
             headers: request.headers().clone(),
             body,
         };
+        if let Some(delay) = self.one_way() {
+            tokio::time::sleep(delay).await;
+        }
         let (reply, date) = self.answer(&seen);
+        if let Some(delay) = self.one_way() {
+            tokio::time::sleep(delay).await;
+        }
         Ok(reqwest::Response::from(reply.into_response(date)))
     }
 }
 
 impl RateLimitResponder {
+    /// The next one-way delay, when the API has a latency.
+    fn one_way(&self) -> Option<Duration> {
+        let latency = self.inner.style.latency?;
+        let n = self
+            .inner
+            .draws
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        Some(latency.draw(n))
+    }
+
     /// Decides, logs, and words the answer to `request`; returns it with the wall-clock time
     /// it was given.
     fn answer(&self, request: &Request) -> (Reply, SystemTime) {
