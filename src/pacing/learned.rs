@@ -162,6 +162,12 @@ pub(crate) struct KeyQuota {
     /// rolled (or a moving one freed) in between.
     least_left: Option<Left>,
     in_flight: u64,
+    /// The budget was set by our own roll, not by an answer of the window.
+    budget_guessed: bool,
+    /// The requests in flight, oldest first: their serials and when they went.
+    out: std::collections::VecDeque<(u64, Duration)>,
+    /// The longest round trip lately (each answer's, or 7/8 of the one before).
+    longest_trip: Duration,
     last_seen: Duration,
     /// Whether a key with no news yet sends one request alone first.
     probe_new: bool,
@@ -352,9 +358,14 @@ impl KeyQuota {
                     Some(early) if early.at > now => early.at.min(reset_at),
                     _ => reset_at,
                 });
+            } else if self.in_flight > 0 {
+                // Spent, with no known reset yet: the answers on their way will tell when it
+                // frees (each wakes the head). Sent now, the request would only be refused.
+                return Admission::WaitUntil(now.saturating_add(PROBE_FOR));
+            } else {
+                // Spent, nothing on its way and no reset known: one request finds out, alone.
+                alone = true;
             }
-            // A spent budget with no known reset: let it through, the server's answer
-            // (a 429 with Retry-After, or fresh headers) will tell us more.
         }
         Admission::Reserved(self.ticket(now, alone, window))
     }
@@ -368,6 +379,7 @@ impl KeyQuota {
             self.probe_next = false;
         }
         self.in_flight = self.in_flight.saturating_add(1);
+        self.out.push_back((serial, now));
         // While a quota is stated, and a new key's first request (a window's first, maybe).
         let first_ever = !self.observed && self.next_serial == 1;
         if (self.limit.is_some() || first_ever) && self.sends.len() < SENDS_KEPT {
@@ -389,7 +401,10 @@ impl KeyQuota {
     /// Whether the early probe may go now (it is then out).
     fn take_early(&mut self, now: Duration) -> bool {
         match self.early {
-            Some(early) if early.at <= now && self.probe_out.is_none() => {
+            // Alone on the wire: a probe sent beside requests of the old window could reach
+            // the server before one of them and be admitted in its place, which would read as
+            // the quota freed.
+            Some(early) if early.at <= now && self.probe_out.is_none() && self.in_flight == 0 => {
                 self.early = None;
                 self.early_out = Some((self.next_serial, early));
                 true
@@ -442,6 +457,13 @@ impl KeyQuota {
 
     fn end(&mut self, ticket: Ticket) {
         self.in_flight = self.in_flight.saturating_sub(1);
+        if let Some(at) = self
+            .out
+            .iter()
+            .position(|(serial, _)| *serial == ticket.serial)
+        {
+            self.out.remove(at);
+        }
         if self
             .early_out
             .is_some_and(|(serial, _)| serial == ticket.serial)
@@ -476,6 +498,8 @@ impl KeyQuota {
         self.end(ticket);
         self.last_seen = now;
         self.observed = true;
+        let trip = now.saturating_sub(ticket.sent);
+        self.longest_trip = trip.max(self.longest_trip.mul_f64(0.875));
         // Most servers state one quota: the governing one, with nothing beside it to hold.
         let governs = info.governing_policy();
         let beside = info.policies.len() > usize::from(governs.is_some());
@@ -618,6 +642,13 @@ impl KeyQuota {
         let mut pause = None;
         if outcome == Outcome::Throttled {
             pause = info.server_wait().or(info.reset);
+            if self.answers_early
+                && let (Some(wait), Some(reset)) = (pause, info.reset)
+            {
+                // Our own probe of the reset, refused: the reset it states is when the quota
+                // frees, and a `Retry-After` beside it is that reset rounded up (never 0).
+                pause = Some(wait.min(reset));
+            }
             // What is left after the pause is not known unless stated: one request finds out
             // before the others go.
             self.probe_next = info.remaining.is_none() && info.limit.is_none();
@@ -657,10 +688,12 @@ impl KeyQuota {
             if let Some(remaining) = info.remaining {
                 self.budget = Some(match self.budget {
                     // Our own reservations are already taken off; others may have spent more.
-                    Some(budget) => budget.min(remaining),
-                    // First news: the requests still in flight may not be counted yet.
-                    None => remaining.saturating_sub(self.in_flight),
+                    Some(budget) if !self.budget_guessed => budget.min(remaining),
+                    // First news of the window: the requests still in flight may not be
+                    // counted yet.
+                    _ => remaining.saturating_sub(self.in_flight),
                 });
+                self.budget_guessed = false;
             }
         }
         let pause = pause.filter(|wait| !wait.is_zero());
@@ -818,8 +851,16 @@ impl KeyQuota {
         if reset_at > now {
             return;
         }
+        // Requests still on their way that went close enough to the window's end (the
+        // longest round trip lately, and the grain of a rounded-up reset) may reach the server
+        // after it rolled and be counted in the new window: they are taken off until its
+        // first answer states its count.
+        let slack = if self.coarse { GRAIN } else { Duration::ZERO };
+        let cutoff = reset_at.saturating_sub(slack + self.longest_trip);
+        let straddling = self.out.iter().filter(|(_, sent)| *sent >= cutoff).count() as u64;
         self.begin_window();
-        self.budget = self.limit;
+        self.budget = self.limit.map(|limit| limit.saturating_sub(straddling));
+        self.budget_guessed = true;
         self.reset_at = match (self.limit, self.window) {
             (Some(_), Some(window)) if !window.is_zero() => {
                 // Skip whole windows that passed while nobody asked. A reset stated in whole

@@ -10,6 +10,7 @@
 mod support;
 
 mod learning_precision;
+mod learning_shapes;
 // Processes that share what they learn through Redis.
 #[cfg(feature = "redis")]
 mod learning_shared;

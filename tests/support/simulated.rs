@@ -27,6 +27,19 @@ pub struct SimulatedRun {
 }
 
 impl SimulatedRun {
+    /// The 429s answered in the second half of the job's time: a learning cost paid once shows
+    /// none here, a tax per window as many as in the first half.
+    pub fn rejected_second_half(&self) -> usize {
+        let Some(first) = self.log.first() else {
+            return 0;
+        };
+        let half = first.at + self.elapsed / 2;
+        self.log
+            .iter()
+            .filter(|e| e.status == 429 && e.at >= half)
+            .count()
+    }
+
     /// Each request's arrival in ms from the first, `x` marking a 429: for failure messages.
     pub fn timeline(&self) -> String {
         let Some(first) = self.log.first() else {
