@@ -1,4 +1,5 @@
 use std::sync::Arc;
+use std::time::Duration;
 
 use reqwest_middleware::{ClientBuilder, ClientWithMiddleware, Middleware};
 
@@ -6,8 +7,10 @@ use crate::pacing::{Pacer, PacingMiddleware, PartitionKey};
 use crate::retry::{RetryMiddleware, RetryPolicy};
 
 /// A ready polite client with the defaults: retries per [`RetryPolicy::new`] (jittered, with a
-/// retry budget), and pacing per host that follows what each server says (its stated quota,
-/// its 429s and resets) with no rate configured.
+/// retry budget), pacing per host that follows what each server says (its stated quota, its
+/// 429s and resets) with no rate configured, and a `reqwest::Client` whose every attempt is
+/// bounded: 10 s to connect, 30 s for a response that stops coming (see
+/// [`PoliteClientBuilder::connect_timeout`] and [`PoliteClientBuilder::read_timeout`]).
 ///
 /// ```
 /// let client = reqwest_polite::client();
@@ -20,6 +23,34 @@ pub fn client() -> ClientWithMiddleware {
 /// Builds a `ClientWithMiddleware` with the polite layers in the right order:
 /// retry (outermost), then pacing (so retries are paced too), then any inner layers, then the
 /// network.
+///
+/// # Every attempt is bounded
+///
+/// Unless given a client of your own, the builder makes the `reqwest::Client` itself, with
+/// two bounds on the wait for the server (reqwest's own have none):
+///
+/// - a [connect timeout](Self::connect_timeout), 10 s by default: TCP and TLS on a working
+///   path take milliseconds; 10 s outlasts three lost SYNs (resent after 1, 3 and 7 s) and
+///   ends an attempt at an address that never answers;
+/// - a [read timeout](Self::read_timeout), 30 s by default: the longest the server may stay
+///   silent, before the response's headers and then between two pieces of its body. Many
+///   gateways end a request after about 30 s (Heroku's router, AWS API Gateway), so an API
+///   silent for longer has rarely an answer coming; a long download that keeps moving is
+///   never cut. reqwest counts the first wait from the attempt's start, connect and upload
+///   included: raise it for an endpoint that thinks, or takes an upload, for longer.
+///
+/// An attempt that runs into either is retried as a lost connection is: idempotent methods
+/// and requests carrying `Idempotency-Key` only (a POST that timed out may have been done),
+/// counted against the retries and the [budget](crate::retry::RetryBudget); the caller then
+/// gets a [`TimeoutError`](crate::retry::TimeoutError). A body that stalls after the headers
+/// is the caller's: `bytes()`, `text()` or the stream ends with reqwest's timeout error, and
+/// no middleware can retry it. For a bound on the whole attempt, body included, see
+/// [`RetryPolicy::with_attempt_timeout`].
+///
+/// A client given with [`client`](Self::client) is kept as it is: its timeouts (or their
+/// absence), TLS and proxies are yours, and `connect_timeout` and `read_timeout` do not
+/// apply to it. The layers still add the retries, the pacing and the policy's attempt
+/// timeout, if it has one.
 ///
 /// ```
 /// use std::num::NonZeroU32;
@@ -38,6 +69,11 @@ pub fn client() -> ClientWithMiddleware {
 /// ```
 pub struct PoliteClientBuilder {
     client: Option<reqwest::Client>,
+    connect_timeout: Duration,
+    read_timeout: Duration,
+    /// Whether `connect_timeout` or `read_timeout` was called (they do not reach a client
+    /// of the caller's own).
+    timeouts_set: bool,
     retry: Option<RetryMiddleware>,
     /// The pacing layer as configured (pacer, partition), kept while pacing is off so that the
     /// order of `no_pacing` and `partition` does not matter.
@@ -49,6 +85,9 @@ pub struct PoliteClientBuilder {
 impl std::fmt::Debug for PoliteClientBuilder {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("PoliteClientBuilder")
+            .field("own_client", &self.client.is_some())
+            .field("connect_timeout", &self.connect_timeout)
+            .field("read_timeout", &self.read_timeout)
             .field("retry", &self.retry)
             .field("pacing", &self.paced.then_some(&self.pacing))
             .field("inner_layers", &self.inner.len())
@@ -63,11 +102,19 @@ impl Default for PoliteClientBuilder {
 }
 
 impl PoliteClientBuilder {
-    /// The defaults: a plain `reqwest::Client`, the default retry policy, and a pacer that
-    /// learns each host's quota from its responses.
+    /// The connect timeout of the client the builder makes: 10 s.
+    pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+    /// The read timeout of the client the builder makes: 30 s.
+    pub const DEFAULT_READ_TIMEOUT: Duration = Duration::from_secs(30);
+
+    /// The defaults: a `reqwest::Client` with the default connect and read timeouts, the
+    /// default retry policy, and a pacer that learns each host's quota from its responses.
     pub fn new() -> Self {
         PoliteClientBuilder {
             client: None,
+            connect_timeout: Self::DEFAULT_CONNECT_TIMEOUT,
+            read_timeout: Self::DEFAULT_READ_TIMEOUT,
+            timeouts_set: false,
             retry: Some(RetryMiddleware::new(RetryPolicy::new())),
             pacing: PacingMiddleware::new(Pacer::builder().build()),
             paced: true,
@@ -75,9 +122,32 @@ impl PoliteClientBuilder {
         }
     }
 
-    /// The `reqwest::Client` underneath (its timeouts, TLS, proxies).
+    /// The `reqwest::Client` underneath, kept as it is (its timeouts, TLS, proxies): the
+    /// builder's [`connect_timeout`](Self::connect_timeout) and
+    /// [`read_timeout`](Self::read_timeout) do not apply to it, so set yours on its
+    /// `reqwest::ClientBuilder`.
     pub fn client(mut self, client: reqwest::Client) -> Self {
         self.client = Some(client);
+        self
+    }
+
+    /// How long an attempt may take to connect (TCP, TLS, a proxy) in the client the builder
+    /// makes; [`DEFAULT_CONNECT_TIMEOUT`](Self::DEFAULT_CONNECT_TIMEOUT) unless set. Nothing
+    /// was sent when it runs out, but the default classifier retries it only when a replay
+    /// is safe, as any connection error.
+    pub fn connect_timeout(mut self, timeout: Duration) -> Self {
+        self.connect_timeout = timeout;
+        self.timeouts_set = true;
+        self
+    }
+
+    /// How long the server may stay silent in the client the builder makes (reqwest's
+    /// `read_timeout`); [`DEFAULT_READ_TIMEOUT`](Self::DEFAULT_READ_TIMEOUT) unless set. It
+    /// bounds the wait for the response's headers, counted from the attempt's start, and then
+    /// each wait for more of the body, so a download that keeps moving is never cut.
+    pub fn read_timeout(mut self, timeout: Duration) -> Self {
+        self.read_timeout = timeout;
+        self.timeouts_set = true;
         self
     }
 
@@ -130,8 +200,29 @@ impl PoliteClientBuilder {
     }
 
     /// The client.
+    ///
+    /// # Panics
+    ///
+    /// When the builder makes the `reqwest::Client` and reqwest cannot set up its TLS
+    /// backend, as `reqwest::Client::new` does.
     pub fn build(self) -> ClientWithMiddleware {
-        let mut builder = ClientBuilder::new(self.client.unwrap_or_default());
+        let client = match self.client {
+            Some(client) => {
+                if self.timeouts_set {
+                    tracing::warn!(
+                        "connect_timeout and read_timeout apply to the client the builder \
+                         makes, not to one given with `client`: set them on its builder"
+                    );
+                }
+                client
+            }
+            None => reqwest::Client::builder()
+                .connect_timeout(self.connect_timeout)
+                .read_timeout(self.read_timeout)
+                .build()
+                .expect("reqwest could not set up its TLS backend"),
+        };
+        let mut builder = ClientBuilder::new(client);
         if let Some(retry) = self.retry {
             builder = builder.with(retry);
         }

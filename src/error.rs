@@ -4,15 +4,16 @@ use std::time::Duration;
 
 use crate::RateLimitInfo;
 use crate::pacing::PacingError;
-use crate::retry::{BodyFactoryError, RetryError};
+use crate::retry::{BodyFactoryError, RetryError, TimeoutError};
 
 /// Why a polite client gave up on a request: the retry layer (the server asked for a wait above
-/// the cap, or the next wait would pass the deadline: both carry the server's response) or the
+/// the cap, or the next wait would pass the deadline: both carry the server's response; or an
+/// attempt timed out and the request could not, or could no more, be sent again) or the
 /// pacer (the wait for a permit would pass its maximum, the request costs more than the bucket
 /// holds, or the shared store is unreachable and the policy fails closed).
 ///
 /// One call turns a `reqwest_middleware::Error` into it; anything else (a connection error, a
-/// timeout) comes back untouched.
+/// timeout on a client without the retry layer) comes back untouched.
 ///
 /// ```
 /// use std::time::Duration;
@@ -58,6 +59,10 @@ pub enum PoliteError {
     /// failed), with the last try's outcome.
     #[error(transparent)]
     BodyFactory(#[from] BodyFactoryError),
+    /// The retry layer gave up after an attempt timed out, saying whether the request may
+    /// have reached the server.
+    #[error(transparent)]
+    Timeout(#[from] TimeoutError),
 }
 
 impl PoliteError {
@@ -72,6 +77,10 @@ impl PoliteError {
         };
         let error = match BodyFactoryError::from_middleware(error) {
             Ok(factory) => return Ok(PoliteError::BodyFactory(factory)),
+            Err(other) => other,
+        };
+        let error = match TimeoutError::from_middleware(error) {
+            Ok(timeout) => return Ok(PoliteError::Timeout(timeout)),
             Err(other) => other,
         };
         PacingError::from_middleware(error).map(PoliteError::Pacing)
@@ -89,6 +98,39 @@ impl PoliteError {
             PoliteError::BodyFactory(error) => error
                 .response()
                 .is_some_and(|r| r.status() == http::StatusCode::TOO_MANY_REQUESTS),
+            PoliteError::Timeout(_) => false,
+        }
+    }
+
+    /// Whether an attempt timed out and the retry layer gave up; the
+    /// [`TimeoutError`] says whether the request may have reached the server.
+    pub fn is_timeout(&self) -> bool {
+        matches!(self, PoliteError::Timeout(_))
+    }
+
+    /// Attempts the retry layer made, the first included (`None` for the pacer's refusals:
+    /// the pacer does not count them).
+    pub fn attempts(&self) -> Option<u32> {
+        match self {
+            PoliteError::Retry(error) => Some(error.attempts()),
+            PoliteError::Pacing(_) => None,
+            PoliteError::BodyFactory(error) => Some(error.attempts()),
+            PoliteError::Timeout(error) => Some(error.attempts()),
+        }
+    }
+
+    /// Whether the request may have reached the server, when this error knows: `Some(true)`
+    /// when it answered, and for a timeout as [`TimeoutError::may_have_reached_server`] says
+    /// (`false` only when every attempt failed to connect). `None` for the pacer's refusals
+    /// (one may refuse a retry, after attempts that did reach the server) and a failed body
+    /// factory without a response. A request that may have reached the server, and was not
+    /// replay-safe, may have been processed.
+    pub fn may_have_reached_server(&self) -> Option<bool> {
+        match self {
+            PoliteError::Retry(_) => Some(true),
+            PoliteError::Pacing(_) => None,
+            PoliteError::BodyFactory(error) => error.response().map(|_| true),
+            PoliteError::Timeout(error) => Some(error.may_have_reached_server()),
         }
     }
 
@@ -110,6 +152,7 @@ impl PoliteError {
             PoliteError::BodyFactory(error) => error
                 .response()
                 .and_then(|r| RateLimitInfo::from_headers(r.headers()).server_wait()),
+            PoliteError::Timeout(_) => None,
         }
     }
 
@@ -118,7 +161,7 @@ impl PoliteError {
     pub fn wait(&self) -> Option<Duration> {
         match self {
             PoliteError::Retry(RetryError::DeadlineExceeded { wait, .. }) => Some(*wait),
-            PoliteError::Retry(_) | PoliteError::BodyFactory(_) => None,
+            PoliteError::Retry(_) | PoliteError::BodyFactory(_) | PoliteError::Timeout(_) => None,
             PoliteError::Pacing(error) => error.wait(),
         }
     }
@@ -127,7 +170,7 @@ impl PoliteError {
     pub fn response(&self) -> Option<&reqwest::Response> {
         match self {
             PoliteError::Retry(error) => Some(error.response()),
-            PoliteError::Pacing(_) => None,
+            PoliteError::Pacing(_) | PoliteError::Timeout(_) => None,
             PoliteError::BodyFactory(error) => error.response(),
         }
     }
@@ -136,7 +179,7 @@ impl PoliteError {
     pub fn into_response(self) -> Option<reqwest::Response> {
         match self {
             PoliteError::Retry(error) => Some(error.into_response()),
-            PoliteError::Pacing(_) => None,
+            PoliteError::Pacing(_) | PoliteError::Timeout(_) => None,
             PoliteError::BodyFactory(error) => error.into_last_outcome().and_then(Result::ok),
         }
     }

@@ -10,7 +10,8 @@ pub enum RetryReason {
     RateLimited,
     /// 408, 500, 502, 503, 504: the server may have processed the request.
     ServerError(StatusCode),
-    /// The request timed out.
+    /// The attempt timed out: connecting, waiting for the response (reqwest's read timeout),
+    /// or as a whole (its total timeout, or the policy's attempt timeout).
     Timeout,
     /// The connection failed or was lost before a response arrived.
     Connection,

@@ -103,3 +103,130 @@ impl RetryError {
         }
     }
 }
+
+/// An attempt timed out and the retry layer gave up on the request: it was not safe to send
+/// again, or the retries, the budget or the deadline ran out.
+///
+/// It says what a caller needs to decide what to do next: how many attempts were made,
+/// whether the request may have reached the server (attempts that all timed out or failed
+/// while connecting sent nothing; past connecting, the server may have received the request
+/// and processed it, so a POST that timed out may have been done), and whether it was safe to
+/// replay. reqwest's error for the last attempt is its [`source`](std::error::Error::source).
+///
+/// A timeout while the caller reads a body ([`reqwest::Response::bytes`] and the like) is
+/// the caller's: it comes from reqwest as it is, after the retry layer has returned.
+///
+/// Reach this error from a `reqwest_middleware::Error` with [`TimeoutError::from_middleware`]
+/// (or through [`PoliteError`](crate::PoliteError)). The middleware error itself is
+/// `reqwest_middleware::Error::Middleware`, for which `is_timeout()` answers `false`.
+#[derive(Debug, thiserror::Error)]
+#[error("{}", self.describe())]
+pub struct TimeoutError {
+    method: http::Method,
+    attempts: u32,
+    elapsed: Duration,
+    reached: bool,
+    replay_safe: bool,
+    #[source]
+    source: reqwest::Error,
+}
+
+impl TimeoutError {
+    /// The retry layer gave up on a `method` request whose last attempt ended in `source`, a
+    /// timeout, after `attempts` attempts and `elapsed` since the first; `reached` says
+    /// whether any attempt may have reached the server.
+    pub(super) fn new(
+        method: http::Method,
+        attempts: u32,
+        elapsed: Duration,
+        reached: bool,
+        replay_safe: bool,
+        source: reqwest::Error,
+    ) -> Self {
+        TimeoutError {
+            method,
+            attempts,
+            elapsed,
+            reached,
+            replay_safe,
+            source,
+        }
+    }
+
+    /// Attempts made, the first one included.
+    pub fn attempts(&self) -> u32 {
+        self.attempts
+    }
+
+    /// Time from the first attempt to the end of the last, waits between them included.
+    pub fn elapsed(&self) -> Duration {
+        self.elapsed
+    }
+
+    /// The request's method.
+    pub fn method(&self) -> &http::Method {
+        &self.method
+    }
+
+    /// Whether the request may have reached the server, in any attempt. Only attempts that
+    /// all failed while connecting (TCP, TLS, a proxy) say it was never sent; past that, the
+    /// server may have received it and acted on it, whatever it did not answer.
+    pub fn may_have_reached_server(&self) -> bool {
+        self.reached
+    }
+
+    /// Whether the last attempt timed out while connecting (so that attempt sent nothing).
+    pub fn is_connect(&self) -> bool {
+        self.source.is_connect()
+    }
+
+    /// Whether sending it again was safe: an idempotent method or an `Idempotency-Key`. A
+    /// request that was not is never re-sent after a timeout.
+    pub fn is_replay_safe(&self) -> bool {
+        self.replay_safe
+    }
+
+    /// reqwest's error for the last attempt (its URL, its causes).
+    pub fn reqwest_error(&self) -> &reqwest::Error {
+        &self.source
+    }
+
+    /// reqwest's error for the last attempt, taken back.
+    pub fn into_reqwest_error(self) -> reqwest::Error {
+        self.source
+    }
+
+    /// The `TimeoutError` inside a middleware error, or the error back when it is something
+    /// else.
+    pub fn from_middleware(
+        error: reqwest_middleware::Error,
+    ) -> Result<TimeoutError, reqwest_middleware::Error> {
+        match error {
+            reqwest_middleware::Error::Middleware(inner) => inner
+                .downcast::<TimeoutError>()
+                .map_err(reqwest_middleware::Error::Middleware),
+            other => Err(other),
+        }
+    }
+
+    fn describe(&self) -> String {
+        let (method, attempts, elapsed) = (&self.method, self.attempts, self.elapsed);
+        let phase = if self.is_connect() {
+            "connecting"
+        } else {
+            "waiting for the response"
+        };
+        let head =
+            format!("{method} timed out {phase}, after {attempts} attempt(s) in {elapsed:?}");
+        if !self.reached {
+            format!("{head}: the request was never sent")
+        } else if self.replay_safe {
+            format!("{head}: the server may have received it")
+        } else {
+            format!(
+                "{head}: the server may have received and processed it, so it was not sent \
+                 again ({method} without Idempotency-Key)"
+            )
+        }
+    }
+}

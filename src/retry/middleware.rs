@@ -10,7 +10,7 @@ use tokio::time::Instant;
 use super::factory::Bodies;
 use super::{
     BodyFactoryError, Classify, DefaultClassifier, RequestFacts, RetryBudget, RetryError,
-    RetryPolicy, Verdict,
+    RetryPolicy, TimeoutError, Verdict,
 };
 use crate::headers::RateLimitInfo;
 use crate::time::{DrawnWait, RequestDeadline, RequestJitter, Sleeper, TokioSleeper};
@@ -31,7 +31,8 @@ use crate::time::{DrawnWait, RequestDeadline, RequestJitter, Sleeper, TokioSleep
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub enum RetryOverride {
-    /// Send once, whatever happens.
+    /// Send once, whatever happens (within the client policy's
+    /// [attempt timeout](RetryPolicy::with_attempt_timeout), if it has one).
     Disabled,
     /// Use this policy instead of the client's (the classifier and budget stay the client's).
     Policy(RetryPolicy),
@@ -51,7 +52,12 @@ pub enum RetryOverride {
 ///   against `max_retries` nor draws from the budget, up to
 ///   [`max_held_retries`](RetryPolicy::with_max_held_retries) such retries. The budget is
 ///   there to stop outage storms; a request the pacer is already holding back adds no load.
-/// - When retries run out (count or [`RetryBudget`]), the last outcome is returned as it came.
+/// - When retries run out (count, [`RetryBudget`] or deadline), the last outcome is returned
+///   as it came, except a timeout: the caller gets a [`TimeoutError`] with the attempts made
+///   and whether the request may have reached the server. A timeout draws on the budget as
+///   any retry does, so an upstream that hangs for everyone gets no storm of retries.
+/// - With an [attempt timeout](RetryPolicy::with_attempt_timeout), each attempt carries it as
+///   its reqwest timeout, which starts below the pacer: the wait for a permit never counts.
 /// - A request whose body cannot be cloned (a stream) is sent once and its outcome returned
 ///   untouched, unless it carries a [`BodyFactory`](super::BodyFactory) that makes the body
 ///   anew for each retry (every other rule above still applies).
@@ -138,6 +144,66 @@ impl RetryMiddleware {
     }
 }
 
+/// Gives every attempt of `request` the policy's attempt timeout as its reqwest timeout,
+/// keeping a shorter one the request already has. reqwest starts it when the attempt reaches
+/// the network, below the pacer, so a wait for a permit is never counted against it.
+fn bound_attempts(request: &mut Request, timeout: Option<std::time::Duration>) {
+    if let Some(timeout) = timeout {
+        let own = request.timeout_mut();
+        *own = Some(own.map_or(timeout, |own| own.min(timeout)));
+    }
+}
+
+/// The attempts of one call so far: how many, since when, and whether any may have reached
+/// the server.
+struct Tries {
+    start: Instant,
+    attempts: u32,
+    reached: bool,
+}
+
+impl Tries {
+    fn start() -> Self {
+        Tries {
+            start: Instant::now(),
+            attempts: 0,
+            reached: false,
+        }
+    }
+
+    /// Counts an attempt that ended in `outcome`. A connect failure did not leave; nor did an
+    /// error of another layer (the pacer's refusal), which the default classifier never
+    /// retries, so only a custom one can make it an earlier attempt of a timeout.
+    fn record(&mut self, outcome: &Result<Response>) {
+        self.attempts += 1;
+        self.reached |= match outcome {
+            Ok(_) => true,
+            Err(Error::Reqwest(error)) => !error.is_connect(),
+            Err(Error::Middleware(_)) => false,
+        };
+    }
+
+    /// The outcome for the caller: as it came, except a timeout, which becomes a
+    /// [`TimeoutError`] saying how far the request got.
+    fn give_back(&self, facts: &RequestFacts, outcome: Result<Response>) -> Result<Response> {
+        match outcome {
+            Err(Error::Reqwest(error)) if error.is_timeout() => {
+                let error = TimeoutError::new(
+                    facts.method.clone(),
+                    self.attempts,
+                    self.start.elapsed(),
+                    self.reached,
+                    facts.is_replay_safe(),
+                    error,
+                );
+                tracing::info!(%error, "giving up after a timeout");
+                Err(Error::middleware(error))
+            }
+            other => other,
+        }
+    }
+}
+
 fn rng_for(policy: &RetryPolicy) -> StdRng {
     match policy.seed {
         Some(seed) => StdRng::seed_from_u64(seed),
@@ -155,19 +221,25 @@ impl Middleware for RetryMiddleware {
     ) -> Result<Response> {
         // A streamed body set aside for the first try, when a factory can make the others.
         let mut bodies = Bodies::split(&mut req, extensions);
+        let facts = RequestFacts::of(&req);
         let policy = match extensions.get::<RetryOverride>() {
             Some(RetryOverride::Disabled) => {
+                bound_attempts(&mut req, self.policy.attempt_timeout);
                 bodies.fill(&mut req).map_err(Error::middleware)?;
-                return next.run(req, extensions).await;
+                let mut tries = Tries::start();
+                let outcome = next.run(req, extensions).await;
+                tries.record(&outcome);
+                return tries.give_back(&facts, outcome);
             }
             Some(RetryOverride::Policy(p)) => p.clone(),
             None => self.policy.clone(),
         };
+        bound_attempts(&mut req, policy.attempt_timeout);
         // An overriding policy with its own seed gets its own reproducible RNG.
         let mut own_rng =
             (policy.seed.is_some() && policy.seed != self.policy.seed).then(|| rng_for(&policy));
-        let facts = RequestFacts::of(&req);
-        let start = Instant::now();
+        let mut tries = Tries::start();
+        let start = tries.start;
         if let Some(budget) = &self.budget {
             budget.deposit();
         }
@@ -177,7 +249,6 @@ impl Middleware for RetryMiddleware {
         if let Some(deadline) = policy.deadline {
             extensions.insert(RequestDeadline(start + deadline));
         }
-        let mut attempts: u32 = 0;
         let mut held_retries: u32 = 0;
         loop {
             let Some(mut attempt) = req.try_clone() else {
@@ -185,13 +256,16 @@ impl Middleware for RetryMiddleware {
                     method = %facts.method,
                     "request body cannot be cloned and no BodyFactory: sent once, never retried"
                 );
-                return next.run(req, extensions).await;
+                let outcome = next.run(req, extensions).await;
+                tries.record(&outcome);
+                return tries.give_back(&facts, outcome);
             };
             bodies.fill(&mut attempt).map_err(Error::middleware)?;
-            attempts += 1;
             let mut outcome = next.clone().run(attempt, extensions).await;
+            tries.record(&outcome);
+            let attempts = tries.attempts;
             let Verdict::Retry(reason) = self.classifier.classify(&facts, outcome.as_ref()) else {
-                return outcome;
+                return tries.give_back(&facts, outcome);
             };
             let status = outcome.as_ref().ok().map(|r| r.status().as_u16());
             // A 429 that the pacer below answered by pausing the key: the request waits its
@@ -211,7 +285,7 @@ impl Middleware for RetryMiddleware {
                     ?status,
                     "retries exhausted"
                 );
-                return outcome;
+                return tries.give_back(&facts, outcome);
             }
             let server_wait = match &mut outcome {
                 Ok(response) => RateLimitInfo::of_response(response).server_wait(),
@@ -269,7 +343,7 @@ impl Middleware for RetryMiddleware {
                                 response: Box::new(response),
                             },
                         )),
-                        Err(error) => Err(error),
+                        error => tries.give_back(&facts, error),
                     };
                 }
             }
@@ -278,7 +352,7 @@ impl Middleware for RetryMiddleware {
                 && !budget.try_withdraw()
             {
                 tracing::warn!(attempts, ?status, "retry budget exhausted: not retrying");
-                return outcome;
+                return tries.give_back(&facts, outcome);
             }
             if let Err(source) = bodies.prepare() {
                 tracing::warn!(attempts, ?status, "body factory failed: not retrying");
@@ -298,6 +372,39 @@ impl Middleware for RetryMiddleware {
             }
             drop(outcome);
             self.sleeper.sleep(wait).await;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    fn request_with(own: Option<Duration>) -> Request {
+        let mut request = reqwest::Client::new()
+            .get("http://127.0.0.1:9/")
+            .build()
+            .unwrap();
+        *request.timeout_mut() = own;
+        request
+    }
+
+    #[test]
+    fn an_attempt_timeout_keeps_a_shorter_one_of_the_request() {
+        let (short, long) = (Duration::from_secs(1), Duration::from_secs(5));
+        let cases = [
+            (None, None, None),
+            (Some(long), None, Some(long)),
+            (None, Some(long), Some(long)),
+            (Some(short), Some(long), Some(short)),
+            (Some(long), Some(short), Some(short)),
+        ];
+        for (own, policy, expected) in cases {
+            let mut request = request_with(own);
+            bound_attempts(&mut request, policy);
+            assert_eq!(request.timeout().copied(), expected, "{own:?}, {policy:?}");
         }
     }
 }

@@ -71,6 +71,7 @@ pub struct RetryPolicy {
     pub(crate) max_held_retries: u32,
     pub(crate) max_wait: Duration,
     pub(crate) deadline: Option<Duration>,
+    pub(crate) attempt_timeout: Option<Duration>,
     pub(crate) backoff: Backoff,
     pub(crate) jitter: Jitter,
     pub(crate) seed: Option<u64>,
@@ -83,14 +84,17 @@ impl Default for RetryPolicy {
 }
 
 impl RetryPolicy {
-    /// The defaults: 3 retries (and up to 20 more for 429s the pacer holds back), a 60 s cap on one wait, no total deadline, backoff from 200 ms
-    /// doubling up to 30 s, ±10% jitter, an RNG seeded by the OS.
+    /// The defaults: 3 retries (and up to 20 more for 429s the pacer holds back), a 60 s cap on
+    /// one wait, no total deadline, no whole-attempt timeout (the client's connect and read
+    /// timeouts bound each attempt), backoff from 200 ms doubling up to 30 s, ±10% jitter, an
+    /// RNG seeded by the OS.
     pub const fn new() -> Self {
         RetryPolicy {
             max_retries: 3,
             max_held_retries: 20,
             max_wait: Duration::from_secs(60),
             deadline: None,
+            attempt_timeout: None,
             backoff: Backoff {
                 base: Duration::from_millis(200),
                 factor: 2.0,
@@ -132,6 +136,22 @@ impl RetryPolicy {
         self
     }
 
+    /// A bound on each attempt as a whole, from connecting to the last byte of the body: set
+    /// as the attempt's own reqwest timeout (a shorter `.timeout()` on the request is kept),
+    /// so it starts when the attempt leaves the pacer and never counts the wait for a permit.
+    ///
+    /// An attempt that runs out before the response's headers is retried as any timeout is
+    /// (replay-safe requests only); one that runs out while the caller reads the body ends
+    /// that read with a timeout error, which no retry can follow. For a download that may
+    /// take long, leave it unset: the client's read timeout already ends a response that
+    /// stops coming, however long one that keeps moving takes. On a `reqwest::Client` of
+    /// your own it takes the place of its `ClientBuilder::timeout`, as a request's
+    /// `.timeout()` does.
+    pub const fn with_attempt_timeout(mut self, timeout: Duration) -> Self {
+        self.attempt_timeout = Some(timeout);
+        self
+    }
+
     /// The backoff used when the server gave no wait.
     pub const fn with_backoff(mut self, backoff: Backoff) -> Self {
         self.backoff = backoff;
@@ -168,6 +188,11 @@ impl RetryPolicy {
     /// The total deadline, if any.
     pub const fn deadline(&self) -> Option<Duration> {
         self.deadline
+    }
+
+    /// The bound on each attempt as a whole, if any.
+    pub const fn attempt_timeout(&self) -> Option<Duration> {
+        self.attempt_timeout
     }
 
     /// The backoff for waits the server did not dictate.

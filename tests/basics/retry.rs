@@ -12,7 +12,7 @@ use reqwest_middleware::{ClientWithMiddleware, Middleware, Next};
 use reqwest_polite::PoliteClientBuilder;
 use reqwest_polite::retry::{
     Backoff, Classify, DefaultClassifier, RequestFacts, RetryBudget, RetryError, RetryMiddleware,
-    RetryOverride, RetryPolicy, RetryReason, Verdict,
+    RetryOverride, RetryPolicy, RetryReason, TimeoutError, Verdict,
 };
 use reqwest_polite::time::{Jitter, Sleeper};
 use wiremock::matchers::{any, header, header_exists, method, path};
@@ -738,7 +738,9 @@ async fn a_timeout_is_retried_for_get_and_keyed_posts_only() {
         }
         let error = request.body("").send().await.unwrap_err();
         let case = format!("{verb}, idempotency key: {keyed}");
-        assert!(error.is_timeout(), "{case}: {error}");
+        let error = TimeoutError::from_middleware(error).expect("a TimeoutError");
+        assert_eq!(error.attempts() as usize, attempts, "{case}");
+        assert!(error.may_have_reached_server(), "{case}");
         let received = server.received_requests().await.unwrap().len() - before;
         assert_eq!(received, attempts, "{case}");
         assert_eq!(recorder.waits().len(), attempts - 1, "{case}");

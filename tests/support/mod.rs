@@ -1,7 +1,7 @@
 //! Shared helpers for integration tests: real `redis-server` processes on free loopback ports
-//! (killed with the test process, their files removed), loopback ports, header maps, rates,
-//! windows no test crosses a boundary of, a plain client, a pacer's acquire loop, and turns
-//! between the files of a test binary.
+//! (killed with the test process, their files removed), loopback ports, an HTTP server that
+//! hangs where a real one does, header maps, rates, windows no test crosses a boundary of, a
+//! plain client, a pacer's acquire loop, and turns between the files of a test binary.
 //!
 //! Each test binary (a folder under `tests/`) declares it once in its `main.rs`, with
 //! `#[path = "../support/mod.rs"] mod support;`, and its modules use `crate::support::…`. Not
@@ -10,6 +10,7 @@
 
 mod acquire;
 mod clients;
+mod hanging;
 mod headers;
 mod jobs;
 mod ports;
@@ -28,6 +29,7 @@ mod windows;
 
 pub use acquire::{Acquired, acquire_until};
 pub use clients::bare_client;
+pub use hanging::{HangingServer, Received, Reply};
 pub use headers::{collect_headers, header_map};
 pub use jobs::run_job;
 pub use ports::{closed_port, free_port, silent_listener};
