@@ -1,0 +1,248 @@
+//! A server that states nothing: what its bare 429s let us infer. The quota per window is what
+//! a window admitted before a refusal; the window is bounded by the probes that follow the
+//! refusal (refused: not over yet; admitted: over), and narrowed by sending each window's first
+//! request, alone, at the midpoint of the two bounds.
+
+use std::time::Duration;
+
+use super::Ticket;
+use super::super::adaptive::Cubic;
+
+/// The first pause after a bare throttle; each failed probe makes the next one longer.
+const FIRST_PAUSE: Duration = Duration::from_millis(250);
+/// How much longer each pause is than the one before.
+const PAUSE_GROWTH: f64 = 1.5;
+/// The longest pause between probes of a silent server.
+const LONGEST_PAUSE: Duration = Duration::from_secs(30);
+
+/// A silent server's quota, inferred.
+#[derive(Debug, Clone)]
+pub(super) struct Silence {
+    /// Responses to reservations below this serial were sent before the last throttle: their
+    /// 429s are the same news again.
+    pub(super) wave_end: u64,
+    /// After a throttle: pausing and probing until the server admits a request again.
+    probing: Option<Probing>,
+    /// The estimated window, once a probe has bounded it: a window this long was enough.
+    pub(super) window: Option<Duration>,
+    /// A window this long was not enough (a request that late into one was refused). While
+    /// the two bounds are far apart, each window's first request goes at their midpoint.
+    pub(super) too_short: Duration,
+    /// When the current window began (its first request went), and the one before.
+    pub(super) window_start: Duration,
+    previous_start: Duration,
+    /// Reservations and admissions in the current window.
+    pub(super) used: u64,
+    admitted: u64,
+    /// Admissions in the previous window (what a failed first request of a window measures).
+    previous_admitted: u64,
+    /// The quota last measured in a window (what it admitted before a refusal), which the
+    /// curve does not go below.
+    floor: u64,
+    /// The start of the window whose floor that is: its successes still coming back raise it.
+    floor_window: Option<Duration>,
+    curve: Cubic,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Probing {
+    /// When the measured window began.
+    from: Duration,
+    /// What it admitted before the throttle.
+    measured: u64,
+    /// When the throttle came.
+    at: Duration,
+    /// The pause before the next probe, if this one fails.
+    next_pause: Duration,
+    /// How long after `from` the last refused request went: the window is longer.
+    refused_after: Duration,
+}
+
+/// The silent model's verdict on one request.
+pub(super) enum SilentAdmission {
+    Go { alone: bool },
+    WaitUntil(Duration),
+}
+
+impl Silence {
+    /// The first bare throttle, at `now`: the server admitted `measured` since `from`.
+    pub(super) fn first(from: Duration, measured: u64) -> Silence {
+        Silence {
+            wave_end: 0,
+            probing: None,
+            window: None,
+            too_short: Duration::ZERO,
+            floor_window: None,
+            window_start: from,
+            previous_start: from,
+            used: measured,
+            admitted: measured,
+            previous_admitted: 0,
+            floor: 0,
+            curve: Cubic::settled(measured as f64, 0.0),
+        }
+    }
+
+    /// The quota per window at `now`.
+    pub(super) fn quota(&self, now: Duration) -> u64 {
+        let windows = self.windows_at(now);
+        self.curve.whole_quota(windows).max(self.floor).max(1)
+    }
+
+    /// `at` in units of the estimated window (the curve's clock).
+    fn windows_at(&self, at: Duration) -> f64 {
+        let window = self.window.unwrap_or(Duration::from_secs(1));
+        at.as_secs_f64() / window.as_secs_f64().max(1e-3)
+    }
+
+    pub(super) fn admit(&mut self, now: Duration, cost: u64) -> SilentAdmission {
+        if self.probing.is_some() {
+            // The pause is over (the gate let us in): this request probes alone.
+            return SilentAdmission::Go { alone: true };
+        }
+        let Some(window) = self.window else {
+            return SilentAdmission::Go { alone: false };
+        };
+        let next_window = self.window_start.saturating_add(self.next_try(window));
+        if now >= next_window {
+            // A new window: its first request goes alone, so a window estimated too short
+            // costs one 429, not a burst.
+            self.previous_start = self.window_start;
+            self.previous_admitted = self.admitted;
+            self.window_start = now;
+            self.used = cost;
+            self.admitted = 0;
+            return SilentAdmission::Go { alone: true };
+        }
+        if self.used.saturating_add(cost) <= self.quota(now) {
+            self.used = self.used.saturating_add(cost);
+            SilentAdmission::Go { alone: false }
+        } else {
+            SilentAdmission::WaitUntil(next_window)
+        }
+    }
+
+    /// How far into a window its successor's first request goes: the window, or the midpoint
+    /// between the two bounds while they are more than an eighth (and 20 ms) apart. Each
+    /// midpoint tried costs at most one 429; the window kept is at most 12.5% too long.
+    fn next_try(&self, window: Duration) -> Duration {
+        let gap = window.saturating_sub(self.too_short);
+        if gap > (window / 8).max(Duration::from_millis(20)) {
+            self.too_short + gap / 2
+        } else {
+            window
+        }
+    }
+
+    pub(super) fn admitted(&mut self, ticket: Ticket, was_probe: bool) {
+        if was_probe && let Some(probing) = self.probing.take() {
+            // The server admits again: the measured window is bounded, and a new one began
+            // with this probe.
+            let window = ticket
+                .sent
+                .saturating_sub(probing.from)
+                .max(Duration::from_millis(1));
+            // Requests of the measured window answered after the throttle count too.
+            let measured = probing.measured.max(self.admitted);
+            self.window = Some(window);
+            self.too_short = probing.refused_after.min(window);
+            self.previous_start = probing.from;
+            self.previous_admitted = measured;
+            self.window_start = ticket.sent;
+            self.used = 1;
+            self.admitted = 1;
+            // A whole window, counted: a floor. The curve restarts from the throttle as after
+            // any other, so it probes above the floor only once it has climbed back to it (K
+            // windows later).
+            self.floor = measured;
+            self.curve
+                .throttled(measured as f64, self.windows_at(probing.at));
+            return;
+        }
+        if ticket.window == Some(self.window_start) || self.window.is_none() {
+            self.admitted = self.admitted.saturating_add(1);
+            // A success of the refused window answered after the refusal: it was admitted
+            // too, so the window's quota was at least this.
+            if ticket.window.is_some() && ticket.window == self.floor_window {
+                self.floor = self.floor.max(self.admitted);
+            }
+        }
+        // A window's first request went before the estimated window had passed, and was let
+        // in: the window is no longer than that.
+        if was_probe
+            && ticket.window == Some(self.window_start)
+            && let Some(window) = self.window
+        {
+            let into = self.window_start.saturating_sub(self.previous_start);
+            if into < window {
+                self.window = Some(into.max(self.too_short));
+            }
+        }
+    }
+
+    /// A bare throttle at `now` on `ticket`; returns the pause before the next probe.
+    pub(super) fn throttled(&mut self, now: Duration, ticket: Ticket, was_probe: bool) -> Duration {
+        if let Some(probing) = &mut self.probing {
+            // A probe failed: the window has not ended yet; wait longer before the next.
+            probing.refused_after = ticket.sent.saturating_sub(probing.from);
+            let pause = probing.next_pause;
+            probing.next_pause = pause.mul_f64(PAUSE_GROWTH).min(LONGEST_PAUSE);
+            return pause;
+        }
+        let probing = match self.window {
+            // The very first throttle: the quiet spell before it was one window.
+            None => Probing {
+                from: self.window_start,
+                measured: self.admitted,
+                at: now,
+                next_pause: FIRST_PAUSE,
+                refused_after: ticket.sent.saturating_sub(self.window_start),
+            },
+            // The first request of a window was refused: the window before is still running;
+            // what it admitted is its quota.
+            Some(window) if was_probe && ticket.window == Some(self.window_start) => {
+                let into = self.window_start.saturating_sub(self.previous_start);
+                self.window_start = self.previous_start;
+                self.admitted = self.previous_admitted;
+                if into < window {
+                    // It went early, at the midpoint: the window is longer than that. Try the
+                    // next midpoint; the window's end is known to be enough.
+                    self.too_short = self.too_short.max(into);
+                    self.used = u64::MAX;
+                    let next = self.window_start.saturating_add(self.next_try(window));
+                    return next.saturating_sub(now).max(Duration::from_millis(1));
+                }
+                // It went at the estimated end: the estimate was too short. Measure again.
+                Probing {
+                    from: self.previous_start,
+                    measured: self.previous_admitted,
+                    at: now,
+                    next_pause: FIRST_PAUSE,
+                    refused_after: into,
+                }
+            }
+            // Refused inside a window: the quota estimate was too high. The curve is cut (it
+            // probes above again only K windows later), but what this window admitted is the
+            // server's quota, measured again: the floor. Wait for the next window, whose first
+            // request goes alone as always.
+            Some(window) => {
+                let measured = self.admitted;
+                self.floor = measured;
+                self.floor_window = Some(self.window_start);
+                self.curve.throttled(measured as f64, self.windows_at(now));
+                self.used = u64::MAX;
+                let next_window = self.window_start.saturating_add(self.next_try(window));
+                return next_window
+                    .saturating_sub(now)
+                    .max(Duration::from_millis(1));
+            }
+        };
+        let pause = probing.next_pause;
+        self.probing = Some(Probing {
+            next_pause: pause.mul_f64(PAUSE_GROWTH),
+            ..probing
+        });
+        pause
+    }
+}
+
