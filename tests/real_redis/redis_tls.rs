@@ -34,6 +34,8 @@ const PACER: &[&str] = &[
 ];
 /// An ACL user that may read `rp:` keys but run no script.
 const READER: &[&str] = &["reader", "on", ">reader-secret", "~rp:*", "+@read"];
+/// An ACL user that may run anything, on keys that are not the crate's.
+const STRANGER: &[&str] = &["stranger", "on", ">stranger-secret", "~other:*", "+@all"];
 
 /// How the TLS library says that no trusted CA signed the server's certificate.
 const UNTRUSTED: &str = if cfg!(feature = "rustls") {
@@ -42,12 +44,12 @@ const UNTRUSTED: &str = if cfg!(feature = "rustls") {
     "certificate verify failed"
 };
 
-/// A TLS-only server with the default user's password and both ACL users.
+/// A TLS-only server with the default user's password and the ACL users.
 fn tls_server(certificates: &TestCertificates, client_certificates: bool) -> RedisServer {
     RedisServer::start_tls(&TlsServerSetup {
         certificates,
         password: PASSWORD,
-        users: &[PACER, READER],
+        users: &[PACER, READER, STRANGER],
         client_certificates,
     })
 }
@@ -102,10 +104,12 @@ async fn a_tls_redis_with_a_password_paces_two_processes_as_one() {
     let server = tls_server(&certificates, false);
     let tls = trusting(&certificates);
 
-    for credentials in [format!(":{PASSWORD}"), "pacer:pacer-secret".to_owned()] {
-        let url = url("rediss", &credentials, server.port());
+    // The default user with its password, then the ACL user, each on a key of its own.
+    let users = [format!(":{PASSWORD}"), "pacer:pacer-secret".to_owned()];
+    for (run, credentials) in users.iter().enumerate() {
+        let url = url("rediss", credentials, server.port());
         let (first, second) = two_processes(&url, &tls).await;
-        let key = format!("partner.example:443 as {}", &credentials[..6]);
+        let key = format!("partner.example:443/{run}");
         // The burst is shared: two to the first process, one to the second, then none.
         for pacer in [&first, &first, &second] {
             drop(pacer.acquire(&key, 1).await.expect("within the burst"));
@@ -130,7 +134,7 @@ async fn a_tls_redis_with_a_password_paces_two_processes_as_one() {
 }
 
 #[tokio::test]
-async fn a_limiter_on_a_tls_store_decides_and_the_store_is_a_working_store() {
+async fn a_limiter_on_a_tls_store_with_an_acl_user_decides() {
     let _turn = take_turn(module_path!()).await;
     let certificates = TestCertificates::new("limiter");
     let server = tls_server(&certificates, false);
@@ -154,15 +158,8 @@ async fn a_wrong_password_fails_at_connect_as_a_refused_authentication() {
     let certificates = TestCertificates::new("auth");
     let server = tls_server(&certificates, false);
     let port = server.port();
-    let cases = [
-        // the default user's password, wrong
-        (":wrong-secret", "AuthenticationFailed"),
-        // an ACL user's password, wrong
-        ("pacer:wrong-secret", "AuthenticationFailed"),
-        // a user Redis does not know
-        ("nobody:pacer-secret", "AuthenticationFailed"),
-    ];
-    for (credentials, _) in cases {
+    // The default user's password, wrong; an ACL user's, wrong; a user Redis does not know.
+    for credentials in [":wrong-secret", "pacer:wrong-secret", "nobody:pacer-secret"] {
         let error = RedisStore::connect_tls(
             &url("rediss", credentials, port),
             RedisOptions::default(),
@@ -200,27 +197,26 @@ async fn a_wrong_password_fails_at_connect_as_a_refused_authentication() {
 }
 
 #[tokio::test]
-async fn a_user_the_acl_denies_scripts_fails_at_connect_as_a_permission_error() {
+async fn a_user_the_acl_denies_scripts_or_keys_fails_at_connect_as_a_permission_error() {
     let _turn = take_turn(module_path!()).await;
     let certificates = TestCertificates::new("acl");
     let server = tls_server(&certificates, false);
-    let error = RedisStore::connect_tls(
-        &url("rediss", "reader:reader-secret", server.port()),
-        RedisOptions::default(),
-        trusting(&certificates),
-    )
-    .await
-    .expect_err("the user may not run scripts");
-    let RedisConnectError::Permission { source, .. } = &error else {
-        panic!("not a permission error: {}", chain(&error));
-    };
-    assert_eq!(source.code(), Some("NOPERM"));
-    assert!(
-        error
-            .to_string()
-            .ends_with("allow it the keys rp:* and the commands +@read +@write +time +evalsha +eval +script|load"),
-        "{error}"
-    );
+    for credentials in ["reader:reader-secret", "stranger:stranger-secret"] {
+        let error = RedisStore::connect_tls(
+            &url("rediss", credentials, server.port()),
+            RedisOptions::default(),
+            trusting(&certificates),
+        )
+        .await
+        .expect_err("the user may not run the scripts on rp: keys");
+        let RedisConnectError::Permission { source, .. } = &error else {
+            panic!("{credentials}: not a permission error: {}", chain(&error));
+        };
+        assert_eq!(source.code(), Some("NOPERM"));
+        let fix = "allow it the keys rp:* and the commands +@read +@write +time +evalsha +eval \
+                   +script|load";
+        assert!(error.to_string().ends_with(fix), "{error}");
+    }
 }
 
 #[tokio::test]
