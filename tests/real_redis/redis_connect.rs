@@ -1,10 +1,12 @@
 //! `RedisStore::connect` reaches Redis at start-up and names the cause when it cannot: refused,
 //! DNS, authentication, timeout, each with the resolver's or the client's error as its source;
-//! an unknown scheme, and a port where an HTTP server listens. (TLS and ACL users:
-//! `redis_tls.rs`.)
+//! an unknown scheme, and a port where an HTTP server, or another protocol, answers. (TLS and
+//! ACL users: `redis_tls.rs`.)
 use std::error::Error as _;
 use std::net::{Ipv4Addr, TcpListener};
 use std::time::{Duration, Instant};
+
+use tokio::io::AsyncWriteExt as _;
 
 use crate::support::{RedisServer, closed_port};
 use reqwest_polite::limiter::redis::{RedisConnectError, RedisOptions, RedisStore};
@@ -209,6 +211,40 @@ async fn a_port_where_an_http_server_listens_is_named_an_http_server() {
             )
         );
     }
+}
+
+#[tokio::test]
+async fn a_port_where_another_protocol_answers_is_not_redis() {
+    // An SSH server's greeting, to every connection: the check's and the probe's (at most 3).
+    let listener = tokio::net::TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
+        .await
+        .unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let greeter = tokio::spawn(async move {
+        for _ in 0..3 {
+            let (mut stream, _) = listener.accept().await.unwrap();
+            let _ = stream.write_all(b"SSH-2.0-OpenSSH_9.2\r\n").await;
+        }
+    });
+    let error = RedisStore::connect(
+        &format!("redis://127.0.0.1:{port}"),
+        RedisOptions::default(),
+    )
+    .await
+    .expect_err("not redis");
+    greeter.abort();
+    assert!(
+        matches!(&error, RedisConnectError::NotRedis { .. }),
+        "{error:?}"
+    );
+    assert_eq!(redis_source(&error).kind(), redis::ErrorKind::Parse);
+    assert_eq!(
+        error.to_string(),
+        format!(
+            "the server at 127.0.0.1:{port} does not speak redis's protocol: check the host and \
+             port"
+        )
+    );
 }
 
 /// Without the crate's TLS features, `rediss://` says which feature it needs.

@@ -19,7 +19,7 @@ use crate::support::{
 };
 
 const PASSWORD: &str = "default-secret";
-/// An ACL user allowed what pacing needs and nothing else: the rule the README gives.
+/// An ACL user allowed what pacing needs and little else: the rule the README gives.
 const PACER: &[&str] = &[
     "pacer",
     "on",
@@ -27,6 +27,7 @@ const PACER: &[&str] = &[
     "~rp:*",
     "+@read",
     "+@write",
+    "-@dangerous",
     "+time",
     "+evalsha",
     "+eval",

@@ -165,8 +165,9 @@ pub enum RedisConnectError {
     },
 }
 
-/// What the check runs: the server's clock and a read of a key under `rp:`, as the limiter
-/// scripts do, through EVALSHA (and SCRIPT LOAD on `NOSCRIPT`), as the limiters do.
+/// What the check runs, as the limiters run their scripts (EVALSHA, and SCRIPT LOAD on
+/// `NOSCRIPT`): a read of the server's clock and of a key under `rp:`, as every limiter script
+/// does, so that an ACL that denies them fails the check.
 static CHECK: std::sync::LazyLock<Script> = std::sync::LazyLock::new(|| {
     Script::new("redis.call('TIME') return redis.call('PTTL', KEYS[1])")
 });
