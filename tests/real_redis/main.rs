@@ -1,6 +1,7 @@
 //! Everything run against a real `redis-server` (standalone and a 3-master cluster, started by
 //! `support` on free loopback ports): the Redis limiters, shared pacing and leases, outages,
-//! and the cleanup of servers left by a killed test process.
+//! connecting (TLS, passwords and ACL users, each misconfiguration named), and the cleanup of
+//! servers left by a killed test process.
 //!
 //! Every test takes its file's turn (`support::take_turn`), so the files run one after another
 //! as when each was its own binary: the measurements (rates within 5%, acquires bounded to
@@ -18,4 +19,6 @@ mod redis_cleanup;
 mod redis_connect;
 mod redis_down;
 mod redis_limiter;
+#[cfg(any(feature = "rustls", feature = "native-tls"))]
+mod redis_tls;
 mod redis_twins;

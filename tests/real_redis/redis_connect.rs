@@ -1,8 +1,12 @@
 //! `RedisStore::connect` reaches Redis at start-up and names the cause when it cannot: refused,
-//! DNS, authentication, timeout, each with the resolver's or the client's error as its source.
+//! DNS, authentication, timeout, each with the resolver's or the client's error as its source;
+//! an unknown scheme, and a port where an HTTP server, or another protocol, answers. (TLS and
+//! ACL users: `redis_tls.rs`.)
 use std::error::Error as _;
 use std::net::{Ipv4Addr, TcpListener};
 use std::time::{Duration, Instant};
+
+use tokio::io::AsyncWriteExt as _;
 
 use crate::support::{RedisServer, closed_port};
 use reqwest_polite::limiter::redis::{RedisConnectError, RedisOptions, RedisStore};
@@ -149,9 +153,28 @@ async fn a_host_that_does_not_resolve_is_a_dns_error() {
 
 #[tokio::test]
 async fn a_url_that_is_not_redis_is_refused_before_any_connection() {
-    let error = RedisStore::connect("http://127.0.0.1:6379", RedisOptions::default())
+    for (url, scheme) in [
+        ("http://127.0.0.1:6379", "http"),
+        ("Redis2://x:1", "Redis2"),
+    ] {
+        let error = RedisStore::connect(url, RedisOptions::default())
+            .await
+            .expect_err("not a redis URL");
+        let RedisConnectError::UnknownScheme { scheme: named } = &error else {
+            panic!("{url}: not an unknown scheme: {error:?}");
+        };
+        assert_eq!(named, scheme);
+        assert_eq!(
+            error.to_string(),
+            format!(
+                "`{scheme}:` is not a redis URL scheme: use redis://, rediss:// (TLS) or unix://"
+            )
+        );
+    }
+    // A known scheme, the rest malformed: the client's own error.
+    let error = RedisStore::connect("redis://127.0.0.1:notaport", RedisOptions::default())
         .await
-        .expect_err("not a redis URL");
+        .expect_err("not a port");
     assert!(
         matches!(error, RedisConnectError::InvalidUrl(_)),
         "{error:?}"
@@ -159,5 +182,83 @@ async fn a_url_that_is_not_redis_is_refused_before_any_connection() {
     assert_eq!(
         redis_source(&error).kind(),
         redis::ErrorKind::InvalidClientConfig
+    );
+}
+
+#[tokio::test]
+async fn a_port_where_an_http_server_listens_is_named_an_http_server() {
+    let http = wiremock::MockServer::start().await;
+    let port = http.address().port();
+    let mut schemes = vec!["redis"];
+    if cfg!(any(feature = "rustls", feature = "native-tls")) {
+        schemes.push("rediss");
+    }
+    for scheme in schemes {
+        let error = RedisStore::connect(
+            &format!("{scheme}://127.0.0.1:{port}"),
+            RedisOptions::default(),
+        )
+        .await
+        .expect_err("not redis");
+        assert!(
+            matches!(&error, RedisConnectError::HttpServer { .. }),
+            "{scheme}: {error:?}"
+        );
+        assert_eq!(
+            error.to_string(),
+            format!(
+                "the server at 127.0.0.1:{port} speaks HTTP, not redis: check the host and port"
+            )
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_port_where_another_protocol_answers_is_not_redis() {
+    // An SSH server's greeting, to every connection: the check's and the probe's (at most 3).
+    let listener = tokio::net::TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
+        .await
+        .unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let greeter = tokio::spawn(async move {
+        for _ in 0..3 {
+            let (mut stream, _) = listener.accept().await.unwrap();
+            let _ = stream.write_all(b"SSH-2.0-OpenSSH_9.2\r\n").await;
+        }
+    });
+    let error = RedisStore::connect(
+        &format!("redis://127.0.0.1:{port}"),
+        RedisOptions::default(),
+    )
+    .await
+    .expect_err("not redis");
+    greeter.abort();
+    assert!(
+        matches!(&error, RedisConnectError::NotRedis { .. }),
+        "{error:?}"
+    );
+    assert_eq!(redis_source(&error).kind(), redis::ErrorKind::Parse);
+    assert_eq!(
+        error.to_string(),
+        format!(
+            "the server at 127.0.0.1:{port} does not speak redis's protocol: check the host and \
+             port"
+        )
+    );
+}
+
+/// Without the crate's TLS features, `rediss://` says which feature it needs.
+#[cfg(not(any(feature = "rustls", feature = "native-tls")))]
+#[tokio::test]
+async fn a_rediss_url_without_a_tls_feature_names_the_feature() {
+    let error = RedisStore::connect("rediss://127.0.0.1:6380", RedisOptions::default())
+        .await
+        .expect_err("no TLS in this build");
+    assert!(matches!(error, RedisConnectError::TlsNotBuilt), "{error:?}");
+    assert!(
+        error
+            .to_string()
+            .contains("`rustls` or `native-tls` feature"),
+        "{error}"
     );
 }

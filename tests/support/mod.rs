@@ -1,7 +1,8 @@
 //! Shared helpers for integration tests: real `redis-server` processes on free loopback ports
-//! (killed with the test process, their files removed), loopback ports, an HTTP server that
-//! hangs where a real one does, header maps, rates, windows no test crosses a boundary of, a
-//! plain client, a pacer's acquire loop, and turns between the files of a test binary.
+//! (killed with the test process, their files removed; TLS ones with certificates made at test
+//! time), loopback ports, an HTTP server that hangs where a real one does, header maps, rates,
+//! windows no test crosses a boundary of, a plain client, a pacer's acquire loop, and turns
+//! between the files of a test binary.
 //!
 //! Each test binary (a folder under `tests/`) declares it once in its `main.rs`, with
 //! `#[path = "../support/mod.rs"] mod support;`, and its modules use `crate::support::…`. Not
@@ -9,6 +10,8 @@
 #![allow(dead_code, unused_imports)]
 
 mod acquire;
+#[cfg(all(feature = "redis", any(feature = "rustls", feature = "native-tls")))]
+mod certificates;
 mod clients;
 mod hanging;
 mod headers;
@@ -38,11 +41,15 @@ pub use retries::{Recorder, server_answering};
 #[cfg(feature = "mock")]
 pub use simulated::{SimulatedRun, simulated_sync_job, start_at_phase};
 // The Redis servers talk to their children with the `redis` crate, there only with the feature.
+#[cfg(all(feature = "redis", any(feature = "rustls", feature = "native-tls")))]
+pub use certificates::TestCertificates;
 #[cfg(feature = "redis")]
 pub use process::temp_root;
 #[cfg(feature = "redis")]
 pub use redis_cluster::RedisCluster;
 #[cfg(feature = "redis")]
 pub use redis_server::RedisServer;
+#[cfg(all(feature = "redis", any(feature = "rustls", feature = "native-tls")))]
+pub use redis_server::TlsServerSetup;
 pub use turns::{Turn, take_turn, take_turn_blocking};
 pub use windows::CENTURY;

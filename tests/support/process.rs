@@ -131,6 +131,8 @@ pub(crate) struct RedisProcess {
     port: u16,
     dir: PathBuf,
     extra_args: Vec<String>,
+    /// How to reach it: plain and without a password, unless started with another client.
+    client: redis::Client,
     child: Option<Child>,
 }
 
@@ -138,6 +140,18 @@ impl RedisProcess {
     /// Starts a server on `port` and waits until it answers PING; `Err` if it exits or stays
     /// silent (the port was taken meanwhile, say).
     pub(crate) fn start(port: u16, extra_args: &[&str]) -> Result<Self, String> {
+        let client = redis::Client::open(format!("redis://127.0.0.1:{port}"))
+            .map_err(|err| format!("no client for port {port}: {err}"))?;
+        Self::start_reached_by(port, extra_args, client)
+    }
+
+    /// As [`start`](Self::start), for a server that `client` reaches (TLS, a password): the
+    /// PING that says it is up goes through `client`.
+    pub(crate) fn start_reached_by(
+        port: u16,
+        extra_args: &[&str],
+        client: redis::Client,
+    ) -> Result<Self, String> {
         require("redis-server");
         let dir = temp_root().join(format!(
             "{port}-{}",
@@ -148,6 +162,7 @@ impl RedisProcess {
             port,
             dir,
             extra_args: extra_args.iter().map(|arg| arg.to_string()).collect(),
+            client,
             child: None,
         };
         process.spawn()?;
@@ -214,11 +229,15 @@ impl RedisProcess {
         ))
     }
 
+    /// The client that reaches the server.
+    pub(crate) fn client(&self) -> &redis::Client {
+        &self.client
+    }
+
     fn ping(&self) -> bool {
-        let Ok(client) = redis::Client::open(self.url()) else {
-            return false;
-        };
-        let Ok(mut connection) = client.get_connection_with_timeout(Duration::from_millis(200))
+        let Ok(mut connection) = self
+            .client
+            .get_connection_with_timeout(Duration::from_millis(200))
         else {
             return false;
         };

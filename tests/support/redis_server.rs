@@ -1,5 +1,7 @@
 use std::time::Duration;
 
+#[cfg(any(feature = "rustls", feature = "native-tls"))]
+use super::certificates::TestCertificates;
 use super::ports::free_port;
 use super::process::RedisProcess;
 
@@ -8,6 +10,20 @@ use super::process::RedisProcess;
 /// Panics (never skips) when `redis-server` is missing, with the command to install it.
 pub struct RedisServer {
     process: RedisProcess,
+}
+
+/// How a [`RedisServer::start_tls`] server lets clients in.
+#[cfg(any(feature = "rustls", feature = "native-tls"))]
+pub struct TlsServerSetup<'a> {
+    /// Its certificate, and the CA that signed it (and the clients' certificates).
+    pub certificates: &'a TestCertificates,
+    /// The default user's password (`requirepass`).
+    pub password: &'a str,
+    /// ACL users, each as the rules of one `user` directive: `["pacer", "on", ">secret",
+    /// "~rp:*", "+@all"]`.
+    pub users: &'a [&'a [&'a str]],
+    /// Whether a client must show a certificate the CA signed (`tls-auth-clients`).
+    pub client_certificates: bool,
 }
 
 impl RedisServer {
@@ -22,6 +38,61 @@ impl RedisServer {
             }
         }
         panic!("redis-server did not start after 5 tries: {failures:#?}")
+    }
+
+    #[cfg(any(feature = "rustls", feature = "native-tls"))]
+    /// Starts a server that speaks TLS only (`--port 0`, `--tls-port`), with the password and
+    /// ACL users of `setup`, and waits until it answers PING (over TLS, with the password).
+    /// Panics, after 5 tries on other ports, when it cannot start: a `redis-server` built
+    /// without TLS says so in the message.
+    pub fn start_tls(setup: &TlsServerSetup<'_>) -> RedisServer {
+        let certificates = setup.certificates;
+        let path = |file: std::path::PathBuf| file.to_str().expect("a UTF-8 path").to_owned();
+        let (cert, key, ca) = (
+            path(certificates.server_file()),
+            path(certificates.server_key_file()),
+            path(certificates.ca_file()),
+        );
+        let auth_clients = if setup.client_certificates {
+            "yes"
+        } else {
+            "no"
+        };
+        let mut failures = Vec::new();
+        for _ in 0..5 {
+            let port = free_port();
+            let tls_port = port.to_string();
+            // `--port 0` after the support's own `--port`: the last one counts
+            let mut args = vec!["--port", "0", "--tls-port", &tls_port];
+            args.extend(["--tls-cert-file", &cert, "--tls-key-file", &key]);
+            args.extend([
+                "--tls-ca-cert-file",
+                &ca,
+                "--tls-auth-clients",
+                auth_clients,
+            ]);
+            args.extend(["--requirepass", setup.password]);
+            for user in setup.users {
+                args.push("--user");
+                args.extend(user.iter().copied());
+            }
+            let url = format!("rediss://:{}@127.0.0.1:{port}", setup.password);
+            let client_tls = setup.client_certificates.then(|| redis::ClientTlsConfig {
+                client_cert: certificates.client_pem.clone().into_bytes(),
+                client_key: certificates.client_key_pem.clone().into_bytes(),
+            });
+            let tls = redis::TlsCertificates {
+                client_tls,
+                root_cert: Some(certificates.ca_pem.clone().into_bytes()),
+            };
+            let client = redis::Client::build_with_tls(url, tls)
+                .unwrap_or_else(|err| panic!("no TLS client for the test server: {err}"));
+            match RedisProcess::start_reached_by(port, &args, client) {
+                Ok(process) => return RedisServer { process },
+                Err(err) => failures.push(err),
+            }
+        }
+        panic!("redis-server with TLS did not start after 5 tries: {failures:#?}")
     }
 
     /// `redis://127.0.0.1:<port>`.
@@ -61,10 +132,12 @@ impl RedisServer {
         )
     }
 
-    /// A fresh synchronous connection, for arranging and inspecting state in tests.
+    /// A fresh synchronous connection, for arranging and inspecting state in tests (over TLS
+    /// and with the password, for a [`start_tls`](Self::start_tls) server).
     pub fn connection(&self) -> redis::Connection {
-        redis::Client::open(self.url())
-            .and_then(|client| client.get_connection_with_timeout(Duration::from_secs(1)))
-            .unwrap_or_else(|err| panic!("cannot connect to {}: {err}", self.url()))
+        self.process
+            .client()
+            .get_connection_with_timeout(Duration::from_secs(1))
+            .unwrap_or_else(|err| panic!("cannot connect to redis on port {}: {err}", self.port()))
     }
 }

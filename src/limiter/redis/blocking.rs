@@ -30,7 +30,8 @@ pub struct BlockingRedisStore {
 }
 
 enum Target {
-    Standalone(redis::Client),
+    // Boxed as the cluster's: with TLS, a client holds its certificates inline.
+    Standalone(Box<redis::Client>),
     Cluster(Box<ClusterClient>),
 }
 
@@ -52,7 +53,7 @@ impl BlockingRedisStore {
     /// gives errors on calls, not here.
     pub fn standalone(url: &str, opts: RedisOptions) -> Result<Self, RedisLimitError> {
         let client = redis::Client::open(url).map_err(RedisLimitError::Redis)?;
-        Ok(Self::new(Target::Standalone(client), opts))
+        Ok(Self::new(Target::Standalone(Box::new(client)), opts))
     }
 
     /// A store on a Redis Cluster, given one or more of its nodes' URLs. It connects now, to

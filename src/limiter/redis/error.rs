@@ -25,7 +25,8 @@ pub enum RedisLimitError {
         /// The timeout that ran out.
         after: Duration,
     },
-    /// Redis or the client library reported an error (connection refused, script error…).
+    /// Redis or the client library reported an error (connection refused, script error,
+    /// credentials refused…).
     #[error("redis error")]
     Redis(#[source] redis::RedisError),
     /// Redis answered, but not with what the script returns: a bug or a foreign script.
@@ -52,6 +53,7 @@ impl RedisLimitError {
     pub fn is_unavailable(&self) -> bool {
         match self {
             Self::Timeout { .. } => true,
+            _ if self.is_misconfigured() => false,
             Self::Redis(err) => {
                 err.is_io_error()
                     || err.is_timeout()
@@ -63,6 +65,29 @@ impl RedisLimitError {
         }
     }
 
+    /// Whether Redis refused this client's settings: its credentials (`NOAUTH`, `WRONGPASS`, a
+    /// failed `AUTH`), its user's ACL (`NOPERM`), or settings the client itself cannot use
+    /// (TLS without the crate's TLS feature, say). Not an outage: the store was never
+    /// configured right, and waiting will not mend it.
+    ///
+    /// ```
+    /// use reqwest_polite::limiter::redis::RedisLimitError;
+    ///
+    /// let refused = redis::RedisError::from((redis::ErrorKind::AuthenticationFailed, "bad"));
+    /// let error = RedisLimitError::Redis(refused);
+    /// assert!(error.is_misconfigured() && !error.is_unavailable());
+    /// ```
+    pub fn is_misconfigured(&self) -> bool {
+        match self {
+            Self::Redis(err) => {
+                is_refused_credentials(err)
+                    || is_denied_by_acl(err)
+                    || err.kind() == redis::ErrorKind::InvalidClientConfig
+            }
+            Self::Timeout { .. } | Self::UnexpectedReply { .. } | Self::InvalidConfig(_) => false,
+        }
+    }
+
     /// Maps a client error, turning the client's own response timeout into [`Self::Timeout`].
     pub(crate) fn from_redis(err: redis::RedisError, timeout: Duration) -> Self {
         if err.is_timeout() {
@@ -71,4 +96,21 @@ impl RedisLimitError {
             Self::Redis(err)
         }
     }
+}
+
+/// Whether Redis refused the credentials: at the handshake, or by answering `NOAUTH` to the
+/// first command when the client sent none.
+pub(super) fn is_refused_credentials(err: &redis::RedisError) -> bool {
+    err.kind() == redis::ErrorKind::AuthenticationFailed
+        || matches!(err.code(), Some("NOAUTH" | "WRONGPASS"))
+}
+
+/// Whether the user's ACL denied a command or a key: `NOPERM` for what the client sends, an
+/// `ERR` naming the user for what a script calls.
+pub(super) fn is_denied_by_acl(err: &redis::RedisError) -> bool {
+    err.code() == Some("NOPERM")
+        || (err.code() == Some("ERR")
+            && err
+                .detail()
+                .is_some_and(|detail| detail.starts_with("The user executing the script can't")))
 }

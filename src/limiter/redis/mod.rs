@@ -11,6 +11,12 @@
 //! key; the `{hash tag}` puts all keys of one identity in one slot, so the same scripts run
 //! unchanged on standalone Redis and on Redis Cluster.
 //!
+//! Production Redis speaks TLS and wants credentials: `rediss://user:password@host:port` with
+//! the crate's TLS feature (`rustls` by default, or `native-tls`), and [`RedisTls`] for a private
+//! CA or a client certificate. [`RedisStore::connect`] (or
+//! [`connect_tls`](RedisStore::connect_tls)) checks all of it at start-up and names what is
+//! wrong ([`RedisConnectError`]): a store that was never configured right is not an outage.
+//!
 //! [`RedisLimiter`] is async over a [`RedisStore`]; [`BlockingRedisLimiter`] over a
 //! [`BlockingRedisStore`] serves synchronous code (wiremock responders). Both give the same
 //! [`Decision`](crate::limiter::Decision) as the in-memory limiters, and every call ends within
@@ -51,7 +57,9 @@ mod connect;
 mod error;
 pub(crate) mod keys;
 mod limiter;
+mod probe;
 mod store;
+mod tls;
 
 pub use algorithm::ServerDecision;
 pub use blocking::BlockingRedisStore;
@@ -59,3 +67,4 @@ pub use connect::RedisConnectError;
 pub use error::RedisLimitError;
 pub use limiter::{BlockingRedisLimiter, RedisLimiter};
 pub use store::{RedisOptions, RedisStore};
+pub use tls::RedisTls;

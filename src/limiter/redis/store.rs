@@ -6,7 +6,7 @@ use redis::cluster::ClusterClientBuilder;
 use redis::cluster_async::ClusterConnection;
 use redis::{FromRedisValue, Script};
 
-use super::RedisLimitError;
+use super::{RedisLimitError, RedisTls};
 
 /// Timeouts for talking to Redis. Build with [`Default`] and the `with_*` setters.
 ///
@@ -97,6 +97,11 @@ impl RedisStore {
     /// It connects lazily: a server that is down now gives errors on calls (within the command
     /// timeout), not here, and is picked up once it comes back. Only a malformed URL fails here;
     /// [`connect`](Self::connect) reaches the server first, and says why it cannot.
+    ///
+    /// A store that cannot work at all (a wrong password, a TLS mismatch) looks down from here:
+    /// the client retries its connection until each call times out. In production, where a
+    /// misconfigured store must stop the program rather than leave it to a failure policy,
+    /// start with [`connect`](Self::connect).
     pub async fn standalone(url: &str, opts: RedisOptions) -> Result<Self, RedisLimitError> {
         let client = redis::Client::open(url).map_err(RedisLimitError::Redis)?;
         Self::lazy(client, opts).map_err(RedisLimitError::Redis)
@@ -117,12 +122,35 @@ impl RedisStore {
         })
     }
 
-    /// A store on a Redis Cluster, given one or more of its nodes' URLs.
+    /// A store on a Redis Cluster, given one or more of its nodes' URLs (`rediss://` for TLS,
+    /// trusting the platform's roots).
     ///
     /// It connects now, to learn the cluster's slots: an unreachable cluster fails here, within
-    /// the connect timeout.
+    /// the connect timeout, and so do credentials Redis refuses
+    /// ([`RedisLimitError::is_misconfigured`]).
     pub async fn cluster(urls: &[&str], opts: RedisOptions) -> Result<Self, RedisLimitError> {
-        let client = ClusterClientBuilder::new(urls.iter().copied())
+        Self::cluster_with(ClusterClientBuilder::new(urls.iter().copied()), opts).await
+    }
+
+    /// As [`cluster`](Self::cluster), with the TLS settings `tls` for every node (`rediss://`
+    /// URLs): a private certificate authority, a client certificate. The redis crate takes
+    /// them for a cluster with rustls only: with the `native-tls` feature alone, this fails
+    /// with an error of kind `InvalidClientConfig`.
+    pub async fn cluster_tls(
+        urls: &[&str],
+        opts: RedisOptions,
+        tls: RedisTls,
+    ) -> Result<Self, RedisLimitError> {
+        tls.check().map_err(RedisLimitError::Redis)?;
+        let builder = with_certificates(ClusterClientBuilder::new(urls.iter().copied()), &tls)?;
+        Self::cluster_with(builder, opts).await
+    }
+
+    async fn cluster_with(
+        builder: ClusterClientBuilder,
+        opts: RedisOptions,
+    ) -> Result<Self, RedisLimitError> {
+        let client = builder
             .connection_timeout(opts.connect_timeout)
             .response_timeout(opts.command_timeout)
             // a redirect or two after a topology change; the call's timeout bounds the rest
@@ -179,4 +207,25 @@ impl RedisStore {
             .map_err(|_| RedisLimitError::Timeout { after: timeout })?
             .map_err(|err| RedisLimitError::from_redis(err, timeout))
     }
+}
+
+/// `builder` with the TLS settings `tls`.
+#[cfg(feature = "rustls")]
+fn with_certificates(
+    builder: ClusterClientBuilder,
+    tls: &RedisTls,
+) -> Result<ClusterClientBuilder, RedisLimitError> {
+    Ok(builder.certs(tls.certificates()))
+}
+
+/// The redis crate takes a cluster's TLS settings with rustls only.
+#[cfg(not(feature = "rustls"))]
+fn with_certificates(
+    _builder: ClusterClientBuilder,
+    _tls: &RedisTls,
+) -> Result<ClusterClientBuilder, RedisLimitError> {
+    Err(RedisLimitError::Redis(redis::RedisError::from((
+        redis::ErrorKind::InvalidClientConfig,
+        "TLS settings for a Redis Cluster need the `rustls` feature",
+    ))))
 }
