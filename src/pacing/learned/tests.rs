@@ -303,11 +303,14 @@ fn a_bare_throttle_pauses_then_probes_and_the_probe_bounds_the_window() {
     // Let in: the window is no longer than 449 ms.
     see(&mut q, MS * 1087, first, false, &silent());
     assert_eq!(q.estimate(MS * 1087), Some((5, MS * 449)));
+    // The other four go 449 ms after those of the last window went (at 640 ms), not at once:
+    // a moving window frees each slot one window after the request that spent it.
+    assert_eq!(q.try_reserve(MS * 1088, 1), Admission::WaitUntil(MS * 1089));
     for _ in 0..4 {
-        reserve(&mut q, MS * 1088);
+        reserve(&mut q, MS * 1089);
     }
     // Bounds 261 and 449 ms: the next first request goes at 355 ms.
-    assert_eq!(q.try_reserve(MS * 1088, 1), Admission::WaitUntil(MS * 1441));
+    assert_eq!(q.try_reserve(MS * 1089, 1), Admission::WaitUntil(MS * 1441));
 }
 
 #[test]
@@ -656,4 +659,42 @@ fn an_answer_with_as_many_left_as_an_earlier_one_starts_a_new_window() {
     reserve(&mut q, MS * 200);
     assert_eq!(q.try_reserve(MS * 200, 1), Admission::WaitUntil(MS * 1200));
     assert_eq!(q.try_reserve(MS * 1000, 1), Admission::WaitUntil(MS * 1200));
+}
+
+#[test]
+fn a_quota_refused_inside_a_whole_window_is_never_probed_above_again() {
+    let mut q = estimated();
+    // The window that began with the probe at 637 ms: three more admitted, the fifth refused.
+    admit_silently(&mut q, 3, MS * 640, MS * 641);
+    let refused = reserve(&mut q, MS * 650);
+    see(&mut q, MS * 651, refused, true, &silent());
+    // Four is the most a whole window admitted: the curve climbs back, but never above four,
+    // however many windows pass (before, it climbed above the floor and paid a 429 each time).
+    for windows in [2u32, 10, 100, 1_000] {
+        assert_eq!(
+            q.estimate(MS * 651 + MS * 637 * windows).map(|e| e.0),
+            Some(4),
+            "{windows} windows later"
+        );
+    }
+}
+
+#[test]
+fn a_shorter_window_whose_first_request_found_only_part_of_the_quota_free_is_undone() {
+    let mut q = estimated();
+    admit_silently(&mut q, 4, MS * 640, MS * 641);
+    // The next window's first request goes alone at the midpoint (449 ms in) and is let in:
+    // the window is taken to be no longer than that.
+    let first = reserve(&mut q, MS * 1086);
+    see(&mut q, MS * 1087, first, false, &silent());
+    assert_eq!(q.estimate(MS * 1087), Some((5, MS * 449)));
+    // But only one more is let in, fewer than the last window's five: a bucket refilling, not
+    // a window that ended. The estimate goes back to 637 ms, and 449 ms is known too short.
+    let second = reserve(&mut q, MS * 1089);
+    see(&mut q, MS * 1090, second, false, &silent());
+    let refused = reserve(&mut q, MS * 1089);
+    see(&mut q, MS * 1091, refused, true, &silent());
+    assert_eq!(q.estimate(MS * 1091), Some((5, MS * 637)));
+    // The next try is the midpoint of 449 and 637 ms after this window's first request.
+    assert_eq!(q.try_reserve(MS * 1092, 1), Admission::WaitUntil(MS * (1086 + 543)));
 }
