@@ -71,7 +71,17 @@ impl Permit {
             let pause = state
                 .quota
                 .observe(now, reservation.ticket, outcome, info)
-                .map(|wait| jitter.apply(wait, &mut rand::rng()));
+                .map(|wait| {
+                    let drawn = jitter.apply(wait, &mut rand::rng());
+                    if too_many {
+                        drawn
+                    } else {
+                        // A quota seen spent before any 429: every task and process takes
+                        // from the budget the server states, so there is no herd to spread,
+                        // and a spread of 20% of a minute's window would idle 12 s of it.
+                        drawn.min(wait.saturating_add(SPENT_SPREAD))
+                    }
+                });
             if let Some(wait) = pause {
                 state.quota.close_gate_stated(now, wait, info.server_wait());
             }
@@ -99,6 +109,10 @@ impl Permit {
         too_many.then_some(held)
     }
 }
+
+/// The most a pause for a quota seen spent (no 429) is drawn past the reset: enough to keep
+/// processes woken by the same reset from sending in the same millisecond.
+const SPENT_SPREAD: Duration = Duration::from_millis(20);
 
 /// `jitter` placed after the wait, never before it.
 fn not_before(jitter: Jitter) -> Jitter {
