@@ -12,8 +12,38 @@ use crate::retry::{BodyFactoryError, RetryError, TimeoutError};
 /// pacer (the wait for a permit would pass its maximum, the request costs more than the bucket
 /// holds, or the shared store is unreachable and the policy fails closed).
 ///
-/// One call turns a `reqwest_middleware::Error` into it; anything else (a connection error, a
-/// timeout on a client without the retry layer) comes back untouched.
+/// # When the retries run out, the answer is `Ok`
+///
+/// A request whose retries (or the retry budget) ran out is not an error: the client returns
+/// the server's last response, `Ok(response)`, as it came. Its status tells (429; or 408
+/// or a 5xx, for a replay-safe request), and so does its [`RateLimitInfo`], parsed once and kept in the
+/// response's extensions ([`RateLimitInfo::of_response`] reads it back): its
+/// [`server_wait`](RateLimitInfo::server_wait) says when to come back. This error is for the
+/// waits the client would not take and for the requests it could not send again.
+///
+/// # Which wait to sleep on
+///
+/// Before sending a request again (putting a job's item back in its queue), sleep
+/// [`wait`](Self::wait) when it is there, else [`server_wait`](Self::server_wait):
+///
+/// - `wait()` is the crate's own wait that was refused, jitter included: the retry wait that
+///   would have passed the deadline, from the last response; or the pacer's wait for a
+///   permit, counted from when the request reached the pacer (its time in the queue included,
+///   so it errs long, never short);
+/// - `server_wait()` is the server's word, before jitter: for a wait above the cap, what the
+///   last response asked for, from now; for a pacer refusal, what the response that paused the
+///   partition asked for when it came, so part of it may have passed already.
+///
+/// Neither is there for a timeout, a body factory that failed without a stated wait, a
+/// request that costs more than the bucket holds (it never passes) or an unreachable store.
+///
+/// # From the client's error
+///
+/// [`from_middleware`](Self::from_middleware) takes the client's `reqwest_middleware::Error`
+/// and answers `Ok` with this error when it is the crate's (one of its layers gave up), or
+/// `Err` with the error untouched when it is anything else: a connection error, a timeout on
+/// a client without the retry layer, another middleware's error. `Ok` says the conversion
+/// found the crate's error, as `Box<dyn Error>::downcast` answers.
 ///
 /// ```
 /// use std::time::Duration;
@@ -66,8 +96,25 @@ pub enum PoliteError {
 }
 
 impl PoliteError {
-    /// The polite client's error inside a middleware error, or the error back when it is
-    /// something else (a transport error, another middleware's).
+    /// The polite client's error inside a middleware error: `Ok` with it when one of the
+    /// crate's layers gave up, `Err` with `error` untouched when it is something else (a
+    /// transport error, another middleware's), as `downcast` answers.
+    ///
+    /// ```
+    /// use reqwest_polite::PoliteError;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// // Nothing listens on port 9 of the loopback: the connection is refused.
+    /// let error = reqwest_polite::client().get("http://127.0.0.1:9/").send().await.unwrap_err();
+    ///
+    /// match PoliteError::from_middleware(error) {
+    ///     Ok(polite) => panic!("not the crate's error: {polite}"),
+    ///     // reqwest's own error, as the client returned it.
+    ///     Err(other) => assert!(other.is_connect()),
+    /// }
+    /// # }
+    /// ```
     pub fn from_middleware(
         error: reqwest_middleware::Error,
     ) -> Result<PoliteError, reqwest_middleware::Error> {
@@ -143,8 +190,10 @@ impl PoliteError {
     }
 
     /// The wait the server asked for, as it stated it (before any jitter): from the response
-    /// the retry layer gave up on, or, for a pacer refusal, from the response that paused the
-    /// key (`None` when the pause is the pacer's own: a configured rate, a silent server).
+    /// the retry layer gave up on (counted from now), or, for a pacer refusal, from the
+    /// response that paused the key (counted from when it came, so part of it may have
+    /// passed). `None` when the pause is the pacer's own (a configured rate, a silent server).
+    /// Sleep on it before sending again when [`wait`](Self::wait) is `None`.
     pub fn server_wait(&self) -> Option<Duration> {
         match self {
             PoliteError::Retry(error) => error.server_wait(),
@@ -157,7 +206,10 @@ impl PoliteError {
     }
 
     /// Our own wait that was refused (jitter included): the retry wait that would have passed
-    /// the deadline, or the pacer's wait for a permit.
+    /// the deadline (counted from the last response), or the pacer's wait for a permit
+    /// (counted from when the request reached the pacer, its time in the queue included). The
+    /// wait to sleep on before sending the request again; `None` when the server's wait was
+    /// above the cap (see [`server_wait`](Self::server_wait)) or nothing was waited for.
     pub fn wait(&self) -> Option<Duration> {
         match self {
             PoliteError::Retry(RetryError::DeadlineExceeded { wait, .. }) => Some(*wait),

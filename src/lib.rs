@@ -1,21 +1,26 @@
 //! Polite `reqwest` clients for rate-limited HTTP APIs.
 //!
-//! A polite client does what the server says, never stampedes, and never loses a request:
+//! A polite client does what the server says, never stampedes, and never loses a request.
+//! [`client`] gives one with the defaults, [`PoliteClientBuilder`] one of your choosing: a
+//! [`ClientWithMiddleware`] whose every request goes through two layers, the retry layer
+//! outermost, then the pacer, so that retries are paced too. When a layer gives up, the error
+//! is a [`PoliteError`]; when the retries run out, the answer is the server's last response,
+//! `Ok`, as it came.
 //!
-//! | module | what it holds | public items |
-//! |---|---|---|
-//! | [`headers`] | reads `Retry-After` and every common rate-limit dialect into one [`RateLimitInfo`], once per response; the problem details of a refusal | 11 |
-//! | [`retry`] | retries 429s (any method) and transient failures (replay-safe requests only), waiting what the server said with ±10% jitter, within a cap, a deadline and a budget; a [`BodyFactory`](retry::BodyFactory) for streamed bodies | 13 |
-//! | [`pacing`] | keeps requests under a quota, learned from the server or configured, in this process or shared by many through Redis | 14 |
-//! | [`limiter`] | the rate-limiting algorithms in memory (and, with `redis`, `limiter::redis`: their atomic Redis scripts, 8 more) | 8 |
-//! | `mock` (feature `mock`) | wiremock APIs that rate-limit like real ones | 10 |
-//! | [`time`] | below all of them: clocks, the retry layer's sleep hook, the one [`Rate`](time::Rate) type, jitter | 8 |
-//! | the crate root | [`client`], [`PoliteClientBuilder`], [`PoliteError`], [`ClientWithMiddleware`] (and re-exports) | 4 |
+//! | module | what it is for |
+//! |---|---|
+//! | [`headers`] | reading what a response says about the quota: `Retry-After` and every common rate-limit dialect, parsed once into a [`RateLimitInfo`]; the problem details of a refusal |
+//! | [`retry`] | retrying a 429 (any method) and transient failures (replay-safe requests only), waiting what the server said with jitter, within a cap, a deadline and a budget |
+//! | [`pacing`] | keeping requests under a quota, per partition (the host by default; one partition per quota the server counts), learned from the responses or configured, in one process or shared by many through Redis |
+//! | [`limiter`] | the rate-limiting algorithms the pacer and the mocks both use, in memory (with the feature `redis`, also as atomic Redis scripts) |
+//! | `mock` (feature `mock`) | testing a client: wiremock APIs that rate-limit like real ones, in any header dialect or silent, over a socket or in process on tokio's paused clock |
+//! | [`time`] | the clocks, the sleep hook, the one [`Rate`](time::Rate) type, and jitter, below every other module |
 //!
-//! Public items are types, traits, functions and constants, as rustdoc lists them: 76 in all
-//! with every feature (78 before the vocabulary clean-up, which took 8 away; the body factory
-//! added 2, problem details and the eager Redis connect 4). Parsing knows no policy, the algorithms know no
-//! client, and retry and pacing meet only in the middleware stack.
+//! Parsing knows no policy, the algorithms know no client, and the retry layer and the pacer
+//! meet only in the middleware stack. The README goes through a multi-tenant sync job from
+//! start to end, with its dependencies: which partition matches the server's quota
+//! ([`pacing::PartitionKey`]), what comes back when the retries run out, and which wait to
+//! sleep on before sending an item again ([`PoliteError`]).
 //!
 //! # Features
 //!

@@ -104,7 +104,31 @@ impl RateLimitedApi {
         self
     }
 
-    /// Speaks `dialect` only.
+    /// Speaks `dialect` only: one of [`HeaderDialect`]'s (IETF, the default; draft-06;
+    /// `X-RateLimit-*`), chosen to match the server the client will meet. See
+    /// [`dialects`](Self::dialects) for several at once and [`silent`](Self::silent) for none.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use reqwest_polite::RateLimitInfo;
+    /// use reqwest_polite::headers::HeaderDialect;
+    /// use reqwest_polite::mock::RateLimitedApi;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let api = RateLimitedApi::global(20, Duration::from_secs(1))
+    ///     .dialect(HeaderDialect::XRateLimit)
+    ///     .start()
+    ///     .await?;
+    ///
+    /// let response = reqwest::Client::new().get(api.uri()).send().await?;
+    ///
+    /// assert!(response.headers().contains_key("x-ratelimit-reset"));
+    /// let info = RateLimitInfo::from_headers(response.headers());
+    /// assert_eq!((info.limit, info.remaining), (Some(20), Some(19)));
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn dialect(self, dialect: HeaderDialect) -> Self {
         self.dialects(&[dialect])
     }
@@ -452,7 +476,8 @@ impl RateLimitedServer {
     }
 
     /// The wiremock server, to mount more mocks on: give them `with_priority(1)` to be matched
-    /// before this API, which answers every request at wiremock's default priority.
+    /// before this API, which answers every request at wiremock's default priority. Naming
+    /// wiremock's types takes `wiremock = "0.6"` in your dev-dependencies.
     pub fn server(&self) -> &MockServer {
         &self.server
     }

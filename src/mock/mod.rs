@@ -25,7 +25,7 @@
 //!   requests queue behind it: keep those timeouts short.
 //!
 //! The quota headers are in each [`HeaderDialect`](crate::headers::HeaderDialect) asked for
-//! ([`RateLimitedApi::dialects`]; IETF by default): the IETF `RateLimit` and
+//! (see below; IETF by default): the IETF `RateLimit` and
 //! `RateLimit-Policy` pair, the draft-06 `RateLimit-Limit/-Remaining/-Reset` triple,
 //! `X-RateLimit-*` with a Unix-time reset. They state **one layer**: the one that rejected,
 //! else the one closest to its limit (smallest remaining / limit; the first on ties). The IETF
@@ -37,6 +37,41 @@
 //! wall clock plus the layer's reset. A request no layer applies to gets no quota headers.
 //! [`RateLimitedApi::retry_after_ms`] adds `retry-after-ms` to each 429, for windows
 //! shorter than a second.
+//!
+//! # Choosing the header dialect
+//!
+//! Speak the dialect of the server your client will meet:
+//! [`RateLimitedApi::dialect`] takes one [`HeaderDialect`](crate::headers::HeaderDialect)
+//! (`Ietf`, `Draft06`, `XRateLimit`, as GitHub and most SaaS APIs state their quota),
+//! [`RateLimitedApi::dialects`] several at once, and [`RateLimitedApi::silent`] none at all,
+//! for a server that states nothing. The dialect is in `reqwest_polite::headers`, where the
+//! parser that reads it back lives.
+//!
+//! ```
+//! use std::time::Duration;
+//! use reqwest_polite::headers::HeaderDialect;
+//! use reqwest_polite::mock::RateLimitedApi;
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! // GitHub's style: X-RateLimit-* with the reset as a Unix time.
+//! let api = RateLimitedApi::global(20, Duration::from_secs(1))
+//!     .dialect(HeaderDialect::XRateLimit)
+//!     .start()
+//!     .await?;
+//!
+//! let response = reqwest::Client::new().get(api.uri()).send().await?;
+//!
+//! assert_eq!(response.headers()["x-ratelimit-limit"], "20");
+//! assert_eq!(response.headers()["x-ratelimit-remaining"], "19");
+//! assert!(!response.headers().contains_key("ratelimit"));
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! A server started with [`RateLimitedApi::start`] is a wiremock `MockServer`
+//! ([`RateLimitedServer::server`]), so a test that mounts more answers on it names wiremock's
+//! types: add `wiremock = "0.6"` to the dev-dependencies.
 //!
 //! # In process, on a paused clock
 //!

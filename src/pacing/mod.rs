@@ -2,8 +2,12 @@
 //! no 429s, no retry storms, and nothing lost, whether it runs as one task or as fifty
 //! processes.
 //!
-//! A [`Pacer`] hands out permits per partition key ([`PartitionKey`]; per host by default,
-//! or any closure over the request: tenant + API key + route).
+//! A [`Pacer`] hands out permits per partition key ([`PartitionKey`]): per host by default
+//! ([`PerHost`]), per header value ([`PerHeader`]: a tenant, an API key), per group of routes
+//! ([`PerPathPrefix`]), any closure over the request, or several of these joined with
+//! [`PartitionKey::and`]. A partition should be what the server counts together, its quota's
+//! scope, no finer: each partition learns its quota on its own, so a quota split over three
+//! partitions is spent three times over (see [`PartitionKey`]).
 //!
 //! **Permits on one key go out in arrival order.** Each key has a queue: a request that arrives
 //! while others wait queues behind them, and only the head of the queue looks at the buckets
@@ -114,7 +118,7 @@ mod test_waiters;
 
 pub use config::{BucketScope, PacingMode};
 pub use error::PacingError;
-pub use key::{PartitionKey, PerHost};
+pub use key::{Both, PartitionKey, PerHeader, PerHost, PerPathPrefix};
 pub use middleware::PacingMiddleware;
 pub use pacer::{Pacer, PacerBuilder};
 pub use permit::Permit;

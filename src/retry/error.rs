@@ -2,11 +2,17 @@ use std::time::Duration;
 
 use http::StatusCode;
 
-/// Why the retry layer stopped early with an error instead of returning the last outcome.
+/// Why the retry layer stopped early with an error instead of returning the last outcome: a
+/// wait it would not take.
+///
+/// When the retries or the [budget](super::RetryBudget) run out, there is no error: the layer
+/// returns the last outcome as it came, so a request refused to the end is `Ok` with the
+/// server's last 429 (its status and its [`RateLimitInfo`](crate::RateLimitInfo) say so).
 ///
 /// Both variants carry the last response, so nothing the server sent is lost: take it back with
 /// [`RetryError::into_response`]. Reach this error from a `reqwest_middleware::Error` with
-/// [`RetryError::from_middleware`].
+/// [`RetryError::from_middleware`], or [`PoliteError`](crate::PoliteError) (which also says
+/// which wait to sleep on before sending again).
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum RetryError {
@@ -91,7 +97,8 @@ impl RetryError {
         }
     }
 
-    /// The `RetryError` inside a middleware error, or the error back when it is something else.
+    /// The `RetryError` inside a middleware error: `Ok` with it, or `Err` with `error` untouched
+    /// when it is something else, as `downcast` answers.
     pub fn from_middleware(
         error: reqwest_middleware::Error,
     ) -> Result<RetryError, reqwest_middleware::Error> {

@@ -50,7 +50,12 @@ impl Backoff {
     }
 }
 
-/// When and how long to retry. Built like a sentence:
+/// When and how long to retry.
+///
+/// A wait the policy will not take (above [the cap](Self::with_max_server_wait), past
+/// [the deadline](Self::with_deadline)) ends the request with a
+/// [`RetryError`](super::RetryError) at once; retries that run out end it with the last
+/// response, `Ok`, as the server sent it. A policy is built like a sentence:
 ///
 /// ```
 /// use std::time::Duration;
@@ -105,7 +110,9 @@ impl RetryPolicy {
         }
     }
 
-    /// Retries after the first attempt, at most (0: never retry).
+    /// Retries after the first attempt, at most (0: never retry). When they run out, the last
+    /// outcome comes back as it came: `Ok` with the server's last response, a 429 say, not an
+    /// error (see [`PoliteError`](crate::PoliteError) for what is an error).
     pub const fn with_max_retries(mut self, retries: u32) -> Self {
         self.max_retries = retries;
         self

@@ -19,3 +19,4 @@ mod pacing_learning;
 mod pacing_middleware;
 mod pacing_policies;
 mod pacing_server_wait;
+mod partition_keys;
