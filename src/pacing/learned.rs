@@ -33,7 +33,7 @@ use std::time::Duration;
 use self::phase::{GRAIN, NARROW, ResetPhase};
 pub(crate) use self::side::Demand;
 use self::side::SideQuotas;
-use self::silent::{SilentAdmission, Silence};
+use self::silent::{Silence, SilentAdmission};
 use super::shared::SharedFacts;
 use crate::headers::RateLimitInfo;
 
