@@ -696,5 +696,8 @@ fn a_shorter_window_whose_first_request_found_only_part_of_the_quota_free_is_und
     see(&mut q, MS * 1091, refused, true, &silent());
     assert_eq!(q.estimate(MS * 1091), Some((5, MS * 637)));
     // The next try is the midpoint of 449 and 637 ms after this window's first request.
-    assert_eq!(q.try_reserve(MS * 1092, 1), Admission::WaitUntil(MS * (1086 + 543)));
+    assert_eq!(
+        q.try_reserve(MS * 1092, 1),
+        Admission::WaitUntil(MS * (1086 + 543))
+    );
 }
