@@ -4,6 +4,17 @@
 //!
 //! Pure arithmetic over an injected `now`; the pacer holds the lock and does the sleeping.
 //!
+//! # How a stated window frees its quota
+//!
+//! A fixed window frees its whole quota at its reset; a moving window (a sliding log) frees
+//! one slot at a time, one window after the request that spent it, and its reset speaks of
+//! the next slot only. So the first request after a roll goes alone, and its answer tells
+//! which: the whole quota left (the others go), or more counted than went since (the last
+//! window's requests still count). Then each request goes alone when the last window's
+//! request of the same rank went, one window before (measured from answers to sends, so the
+//! copy never runs ahead of the server). If a request sent at that pace is refused, the quota
+//! frees some other way (a bucket refilling at its own rate), and the stated reset rules.
+//!
 //! # Resets stated in whole seconds
 //!
 //! A server that states its reset in whole seconds (a Unix time, an HTTP-date `Retry-After`)
@@ -114,6 +125,24 @@ pub(super) fn tightest_reset(known: Option<Duration>, stated: Duration, now: Dur
     }
 }
 
+/// How a stated window frees its quota, as the first answer after a roll shows.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+enum Refill {
+    /// Not seen yet: the first request after each roll goes alone, and its answer tells.
+    #[default]
+    Unknown,
+    /// All at once at the reset (a fixed window): the budget is the whole quota again.
+    Whole,
+    /// One slot at a time, one window after the request that spent it (a moving window, a
+    /// sliding log): the reset speaks of the next slot only. Each request goes alone at the
+    /// time the last window's went (see [`KeyQuota::mirrored`]), and its answer tells what is
+    /// left.
+    Trickle,
+    /// A request sent at the last window's pace was refused: the quota frees otherwise (a
+    /// bucket refilling at its own rate). The reset the server states rules.
+    Stated,
+}
+
 /// What a response says, beyond its headers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Outcome {
@@ -158,6 +187,10 @@ pub(crate) struct KeyQuota {
     in_flight: u64,
     /// The budget was set by our own roll, not by an answer of the window.
     budget_guessed: bool,
+    /// The requests taken off the budget at the roll: they went near the last window's end.
+    straddled: u64,
+    /// The window's shape, once the first answer after a roll has shown it (see `Refill`).
+    refill: Refill,
     /// The requests in flight, oldest first: their serials and when they went.
     out: std::collections::VecDeque<(u64, Duration)>,
     /// The longest round trip lately (each answer's, or 7/8 of the one before).
@@ -297,6 +330,15 @@ impl KeyQuota {
         } else if let Some(budget) = self.budget {
             if budget >= cost {
                 self.budget = Some(budget - cost);
+            } else if self.refill == Refill::Trickle
+                && let Some(at) = self.mirrored()
+            {
+                // A moving window frees the slot of the last window's n-th request one window
+                // after it went: the n-th of this window goes then, alone.
+                if at > now {
+                    return Admission::WaitUntil(self.reset_at.map_or(at, |reset| reset.min(at)));
+                }
+                alone = true;
             } else if let Some(reset_at) = self.reset_at.filter(|t| *t > now) {
                 // Spent until a stated reset: one request may find out sooner.
                 if self.early.is_none() && self.early_out.is_none() {
@@ -319,6 +361,21 @@ impl KeyQuota {
             }
         }
         Admission::Reserved(self.ticket(now, alone, window))
+    }
+
+    /// When the next request of a trickling window may go: the n-th request of a window goes
+    /// no sooner after the window's first than the n-th of the last window went after its
+    /// first. None when the last window had no n-th.
+    fn mirrored(&self) -> Option<Duration> {
+        let (first, start) = (self.previous_sends.first()?, self.sends.first()?);
+        let nth = self.previous_sends.get(self.sends.len())?;
+        // Measured from answers (when the server had surely counted a request) to sends (when
+        // it had not yet), so that the server's own queueing cannot make the copy run ahead.
+        Some(
+            start
+                .answered
+                .saturating_add(nth.answered.saturating_sub(first.at)),
+        )
     }
 
     /// A reservation sent at `now`, alone (the others wait for its answer) or not.
@@ -592,6 +649,9 @@ impl KeyQuota {
         }
         let mut pause = None;
         if outcome == Outcome::Throttled {
+            if self.refill == Refill::Trickle {
+                self.refill = Refill::Stated;
+            }
             pause = info.server_wait().or(info.reset);
             if self.answers_early
                 && let (Some(wait), Some(reset)) = (pause, info.reset)
@@ -623,7 +683,26 @@ impl KeyQuota {
                     _ => Some(left),
                 };
             }
-            if let Some(reset) = info.reset {
+            if self.budget_guessed
+                && outcome == Outcome::Answered
+                && let (Some(limit), Some(remaining)) = (self.limit, info.remaining)
+            {
+                // The first answer of a window we rolled: more counted in it than went since
+                // (and near the end of the last) means the last window's requests still count.
+                let ours = (self.sends.len() as u64).saturating_add(self.straddled);
+                self.refill = if self.refill == Refill::Stated {
+                    Refill::Stated
+                } else if limit.saturating_sub(remaining) > ours {
+                    Refill::Trickle
+                } else {
+                    Refill::Whole
+                };
+            }
+            // A trickling window's answers state when its next slot frees, not when it ends:
+            // the window ends one window after its first request, as projected at its roll.
+            let next_slot_only =
+                self.refill == Refill::Trickle && self.reset_at.is_some_and(|t| t > now);
+            if let Some(reset) = info.reset.filter(|_| !next_slot_only) {
                 // Servers round resets up to whole seconds, so each response bounds the true
                 // reset from above: the earliest bound of the window is the tightest.
                 let mut stated = now.saturating_add(reset);
@@ -633,11 +712,14 @@ impl KeyQuota {
                 }
                 self.reset_at = Some(tightest_reset(self.reset_at, stated, now));
             }
-            if info.remaining == Some(0) && pause.is_none() {
+            let trickles = self.refill == Refill::Trickle && self.mirrored().is_some();
+            if info.remaining == Some(0) && pause.is_none() && !trickles {
                 pause = self.reset_at.map(|at| at.saturating_sub(now));
             }
             if let Some(remaining) = info.remaining {
                 self.budget = Some(match self.budget {
+                    // A trickling window frees slots between answers: each says what is left.
+                    _ if self.refill == Refill::Trickle => remaining.saturating_sub(self.in_flight),
                     // Our own reservations are already taken off; others may have spent more.
                     Some(budget) if !self.budget_guessed => budget.min(remaining),
                     // First news of the window: the requests still in flight may not be
@@ -811,6 +893,10 @@ impl KeyQuota {
         let straddling = self.out.iter().filter(|(_, sent)| *sent >= cutoff).count() as u64;
         self.begin_window();
         self.budget = self.limit.map(|limit| limit.saturating_sub(straddling));
+        self.straddled = straddling;
+        // Whether the window came back whole is for its first answer to say: a moving window
+        // whose requests all went at once looks whole once, and trickles the next time.
+        self.probe_next = true;
         self.budget_guessed = true;
         self.reset_at = match (self.limit, self.window) {
             (Some(_), Some(window)) if !window.is_zero() => {

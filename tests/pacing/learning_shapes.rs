@@ -73,6 +73,9 @@ impl Job {
                 self.requests,
             )
             .await;
+            if std::env::var("TIMELINE").is_ok_and(|n| self.name.contains(n.as_str())) {
+                println!("{} @ {phase:?}: {}", self.name, run.timeline());
+            }
             if let Err(failure) = self.check(&run) {
                 panic!(
                     "{}, starting {phase:?} into a second: {failure}\n\

@@ -11,6 +11,7 @@ mod support;
 
 mod learning_precision;
 mod learning_shapes;
+mod measure_scratch;
 // Processes that share what they learn through Redis.
 #[cfg(feature = "redis")]
 mod learning_shared;

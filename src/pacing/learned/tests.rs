@@ -57,12 +57,35 @@ fn stated_quota_is_adopted_as_a_budget_that_refills_each_window() {
         false,
         &info(20, 19, secs(2), Some(secs(2))),
     );
-    for i in 0..19 {
-        reserve(&mut q, MS * i);
-    }
+    let wave: Vec<Ticket> = (0..19).map(|i| reserve(&mut q, MS * i)).collect();
     assert_eq!(q.try_reserve(MS * 20, 1), Admission::WaitUntil(secs(2)));
-    // The window rolls at the stated reset: the full quota again, and the next reset known.
-    for _ in 0..20 {
+    for (i, ticket) in wave.into_iter().enumerate() {
+        let left = 18 - i as u64;
+        see(
+            &mut q,
+            MS * 20,
+            ticket,
+            false,
+            &info(20, left, MS * 1980, Some(secs(2))),
+        );
+    }
+    // The window rolls at the stated reset. Its first request goes alone: its answer says
+    // whether the window came back whole (a fixed window) or one slot at a time (a moving
+    // one).
+    let first = reserve(&mut q, secs(2));
+    assert_eq!(
+        q.try_reserve(secs(2), 1),
+        Admission::WaitUntil(secs(2) + PROBE_FOR)
+    );
+    see(
+        &mut q,
+        secs(2),
+        first,
+        false,
+        &info(20, 19, secs(2), Some(secs(2))),
+    );
+    // Whole: the rest of the quota, and the next reset known.
+    for _ in 0..19 {
         reserve(&mut q, secs(2));
     }
     assert_eq!(
@@ -140,14 +163,22 @@ fn a_response_from_an_ended_window_does_not_close_the_new_one() {
         &info(20, 10, secs(1), None),
     );
     let late = reserve(&mut q, MS);
-    // The window rolls; then the late response of the old window arrives, rounded up.
-    reserve(&mut q, secs(1));
+    // The window rolls (its first request goes alone); then the late response of the old
+    // window arrives, rounded up.
+    let first = reserve(&mut q, secs(1));
     see(
         &mut q,
         secs(1) + MS,
         late,
         false,
         &info(20, 0, secs(1), None),
+    );
+    see(
+        &mut q,
+        secs(1) + MS,
+        first,
+        false,
+        &info(20, 19, secs(1), None),
     );
     reserve(&mut q, secs(1) + MS * 2);
     assert_eq!(q.budget(), Some(18));
@@ -184,10 +215,17 @@ fn a_roll_after_an_idle_spell_lands_on_the_current_window() {
         false,
         &info(2, 1, secs(1), Some(secs(1))),
     );
-    // Idle through windows [1,2), [2,3); at 3.5 s the current window ends at 4 s.
-    for _ in 0..2 {
-        reserve(&mut q, MS * 3500);
-    }
+    // Idle through windows [1,2), [2,3); at 3.5 s the current window ends at 4 s. Its first
+    // request goes alone; its answer finds the window whole.
+    let first = reserve(&mut q, MS * 3500);
+    see(
+        &mut q,
+        MS * 3500,
+        first,
+        false,
+        &info(2, 1, MS * 500, Some(secs(1))),
+    );
+    reserve(&mut q, MS * 3500);
     assert_eq!(q.try_reserve(MS * 3500, 1), Admission::WaitUntil(secs(4)));
 }
 
@@ -590,11 +628,14 @@ fn per_second(remaining: u64) -> RateLimitInfo {
     }
 }
 
-/// A wave of ten requests at `at`, answered at once: the last answer says none is left.
+/// A window's first request at `at`, then a wave of nine, answered at once: the last answer
+/// says none is left. (After a roll the first goes alone, and its answer tells the rest.)
 fn spend_second(q: &mut KeyQuota, at: Duration) {
-    let wave: Vec<Ticket> = (0..10).map(|_| reserve(q, at)).collect();
+    let first = reserve(q, at);
+    see(q, at, first, false, &per_second(9));
+    let wave: Vec<Ticket> = (0..9).map(|_| reserve(q, at)).collect();
     for (i, ticket) in wave.into_iter().enumerate() {
-        see(q, at, ticket, false, &per_second(9 - i as u64));
+        see(q, at, ticket, false, &per_second(8 - i as u64));
     }
 }
 
@@ -700,4 +741,38 @@ fn a_shorter_window_whose_first_request_found_only_part_of_the_quota_free_is_und
         q.try_reserve(MS * 1092, 1),
         Admission::WaitUntil(MS * (1086 + 543))
     );
+}
+
+#[test]
+fn a_moving_window_frees_its_slots_at_the_pace_its_last_window_went() {
+    // 3 per second, a window stated (IETF `w`); the last window's requests went at 0, 10 and
+    // 20 ms, each answered a millisecond later.
+    let mut q = KeyQuota::default();
+    let stated = |left, reset| info(3, left, reset, Some(secs(1)));
+    for i in 0..3u32 {
+        let ticket = reserve(&mut q, MS * 10 * i);
+        let left = 2 - u64::from(i);
+        see(
+            &mut q,
+            MS * (10 * i + 1),
+            ticket,
+            false,
+            &stated(left, secs(1)),
+        );
+    }
+    // The window began by its first answer (1 ms): it ends by 1.001 s. Its first request goes
+    // alone, and its answer finds nothing left: the requests of 10 and 20 ms still count.
+    let first = reserve(&mut q, MS * 1001);
+    see(&mut q, MS * 1002, first, false, &stated(0, MS * 9));
+    // A moving window: the next slot frees one window after the second request went, at the
+    // last window's pace from this window's first answer (1.002 s + 11 ms), not at a reset.
+    assert_eq!(q.try_reserve(MS * 1003, 1), Admission::WaitUntil(MS * 1013));
+    let second = reserve(&mut q, MS * 1013);
+    see(&mut q, MS * 1014, second, false, &stated(0, MS * 9));
+    assert_eq!(q.try_reserve(MS * 1014, 1), Admission::WaitUntil(MS * 1023));
+    // Refused at that pace: the quota frees some other way, and the stated reset rules.
+    let third = reserve(&mut q, MS * 1023);
+    see(&mut q, MS * 1024, third, true, &stated(0, MS * 500));
+    assert_eq!(q.refill, Refill::Stated);
+    assert!(matches!(q.try_reserve(MS * 1025, 1), Admission::WaitUntil(t) if t >= MS * 1524));
 }
