@@ -178,8 +178,10 @@ impl PoliteClientBuilder {
     }
 
     /// Gives each request its quota by `partition` (tenant + API key + route…) instead of by
-    /// host. It does not turn pacing on: after `no_pacing` (before or after this call) there
-    /// is no pacing to partition.
+    /// host. A partition should be what the server counts together: each learns its quota on
+    /// its own, so tenants split over one API key's quota would each take the whole of it (see
+    /// [`PartitionKey`] for the rule and for keys that compose). It does not turn pacing on:
+    /// after `no_pacing` (before or after this call) there is no pacing to partition.
     pub fn partition(mut self, partition: impl PartitionKey) -> Self {
         self.pacing = self.pacing.with_partition(partition);
         self
