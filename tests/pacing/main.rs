@@ -11,7 +11,6 @@ mod support;
 
 mod learning_precision;
 mod learning_shapes;
-mod measure_scratch;
 // Processes that share what they learn through Redis.
 #[cfg(feature = "redis")]
 mod learning_shared;
