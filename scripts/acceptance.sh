@@ -21,6 +21,7 @@
 # reqwest-polite-acceptance (nothing lands in the repository).
 set -euo pipefail
 
+command_line="scripts/acceptance.sh${*:+ $*}"
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 HERE=$ROOT/scripts/acceptance
 CACHE=${XDG_CACHE_HOME:-$HOME/.cache}/reqwest-polite-acceptance
@@ -250,6 +251,7 @@ governor_flags() {
 # --- Jobs -------------------------------------------------------------------------------------
 mkdir -p "$work/jobs"
 started=$SECONDS
+started_at=$(date -u '+%Y-%m-%d %H:%M UTC')
 job_number=0
 for line in "${selected[@]}"; do
     IFS='|' read -r name runner shape quota states model_args runner_args <<<"$line"
@@ -311,8 +313,8 @@ print('token-bucket', v('token-bucket') + ', waitress', v('waitress'))" ;;
 }
 echo "# Acceptance against third-party rate limiters (scripts/acceptance.sh)"
 echo
-echo "$(date -u '+%Y-%m-%d %H:%M UTC'), commit $(git -C "$ROOT" rev-parse --short HEAD)$(git -C "$ROOT" diff --quiet HEAD -- src examples 2>/dev/null || echo ' (with uncommitted changes)'), $(nproc) cores;"
-echo "jobs: $requests requests from $concurrency tasks each; a fresh limiter for every job."
+echo "started $started_at, commit $(git -C "$ROOT" rev-parse --short HEAD)$(git -C "$ROOT" diff --quiet HEAD -- src examples 2>/dev/null || echo ' (with uncommitted changes)'), $(nproc) cores;"
+echo "\`$command_line\`: $requests requests from $concurrency tasks a job; a fresh limiter for every job."
 for runner in $runners; do
     echo "- $runner: $(versions "$runner")"
 done
