@@ -94,6 +94,7 @@ die() { echo "acceptance: $*" >&2; exit 1; }
 work=$(mktemp -d /tmp/reqwest-polite-acceptance.XXXXXX)
 chmod 755 "$work" # nginx's worker (www-data) reads its file from here
 server_pid=""
+client_pid=""
 stop_server() {
     if [ -n "$server_pid" ]; then
         kill "$server_pid" 2>/dev/null || true
@@ -102,6 +103,10 @@ stop_server() {
     fi
 }
 cleanup() {
+    if [ -n "$client_pid" ]; then
+        kill "$client_pid" 2>/dev/null || true
+        wait "$client_pid" 2>/dev/null || true
+    fi
     stop_server
     if [ -n "$keep" ] && [ -d "$work/jobs" ]; then
         mkdir -p "$keep" && cp -a "$work/jobs/." "$keep/"
@@ -268,13 +273,15 @@ for line in "${selected[@]}"; do
         start_server "$runner" "$runner_args" "$dir"
         say "$name ($quota) × $client: $requests requests, $concurrency tasks${flags:+ ($flags)}"
         job_started=$SECONDS
-        set +e
+        # In the background and waited for, so a signal to the script ends the job at once.
         # shellcheck disable=SC2086 # flags are words
         timeout "$job_timeout" "$fetch" "http://127.0.0.1:$port/items/{i}" \
             --requests "$requests" --concurrency "$concurrency" --json $flags \
-            >"$dir/client.out" 2>"$dir/client.err" </dev/null
-        exit_code=$?
-        set -e
+            >"$dir/client.out" 2>"$dir/client.err" </dev/null &
+        client_pid=$!
+        exit_code=0
+        wait "$client_pid" || exit_code=$?
+        client_pid=""
         collect_and_stop "$runner" "$dir"
         [ "$exit_code" = 124 ] && say "  timed out after $job_timeout s"
         # polite_fetch exits 1 when a request was lost: a result, not a failure of the harness.
