@@ -32,6 +32,7 @@ SERVERS=(
     "express-draft8|express|fixed window from the client's first request|20 per 2 s|1|window 20 2|20 2000 draft-8"
     "express-bare|express|fixed window from the client's first request, bare 429|20 per 2 s|0|window 20 2|20 2000 none"
     "flask-moving|flask|moving window (sliding log)|20 per 2 s|1|window 20 2|20 2 moving-window headers"
+    "flask-moving-bare|flask|moving window (sliding log), bare 429|9 per 1 s|0|window 9 1|9 1 moving-window none"
     "flask-counter|flask|sliding window counter (clock-aligned windows)|17 per 2 s|1|window 17 2|17 2 sliding-window-counter headers"
     "nginx-bare|nginx|GCRA, no burst, bare 429|10 r/s|0|rate 10 0|10r/s 0 none"
     "nginx-burst|nginx|GCRA, burst=20 nodelay, bare 429|10 r/s + 20|0|rate 10 20|10r/s 20 none"
@@ -57,7 +58,7 @@ while [ $# -gt 0 ]; do
         --list)
             for line in "${SERVERS[@]}"; do
                 IFS='|' read -r name _ shape quota _ <<<"$line"
-                printf '%-16s %-12s %s\n' "$name" "$quota" "$shape"
+                printf '%-18s %-18s %s\n' "$name" "$quota" "$shape"
             done
             exit 0 ;;
         -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
