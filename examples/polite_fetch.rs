@@ -2,29 +2,34 @@
 //!
 //! ```text
 //! polite_fetch URL [--requests N] [--concurrency C] [--max-retries M] [--no-retry] [--json]
-//!                  [--rate R [--burst B]] [--redis URL [--key K]] [--no-pacing] [--unlimited]
+//!                  [--rate R [--per S] [--burst B]] [--redis URL [--key K]] [--no-learn]
+//!                  [--no-pacing] [--unlimited] [--client polite|reqwest-retry]
 //! ```
 //! Without `--rate`, the client learns each host's quota from its responses; with `--redis`
-//! too, every process using the same `--key` shares what it learns.
+//! too, every process using the same `--key` shares what it learns. `--client reqwest-retry`
+//! sends through stock reqwest-retry instead (its default exponential backoff, `--max-retries`
+//! retries), for comparison.
 //! `{i}` in URL is replaced by the request index (0..N). Without a URL, an embedded wiremock
 //! server that rate-limits is started, so the demo needs nothing else (no Redis, no network).
 
 use std::num::NonZeroU32;
 use std::process::ExitCode;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::time::Instant;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
-use clap::Parser;
+use clap::{Parser, ValueEnum};
 use hdrhistogram::Histogram;
 use http::Extensions;
 use indicatif::{ProgressBar, ProgressStyle};
-use reqwest_middleware::{Middleware, Next};
+use reqwest_middleware::{ClientWithMiddleware, Middleware, Next};
 use reqwest_polite::PoliteClientBuilder;
 use reqwest_polite::limiter::redis::{RedisOptions, RedisStore};
 use reqwest_polite::pacing::{Pacer, SharedBucket};
 use reqwest_polite::retry::{RetryMiddleware, RetryPolicy};
 use reqwest_polite::time::Rate;
+use reqwest_retry::RetryTransientMiddleware;
+use reqwest_retry::policies::ExponentialBackoff;
 
 #[derive(Parser, Debug)]
 #[command(about = "Send GET requests politely and report what happened")]
@@ -46,10 +51,13 @@ struct Args {
     /// End with one JSON object on the last stdout line.
     #[arg(long)]
     json: bool,
-    /// Pace to R requests per second (in this process, unless --redis). Without it, the
-    /// client learns the quota from the server's headers.
+    /// Pace to R requests per second (per --per seconds; in this process, unless --redis).
+    /// Without it, the client learns the quota from the server's headers.
     #[arg(long)]
     rate: Option<NonZeroU32>,
+    /// The period of --rate in seconds (`--rate 20 --per 2`: 20 requests every 2 s).
+    #[arg(long, default_value_t = 1.0, requires = "rate", value_parser = parse_period)]
+    per: f64,
     /// How many requests --rate lets go at once after an idle spell.
     #[arg(long, default_value_t = NonZeroU32::MIN, requires = "rate")]
     burst: NonZeroU32,
@@ -60,12 +68,36 @@ struct Args {
     /// The name of the shared quota in Redis.
     #[arg(long, default_value = "polite_fetch", requires = "redis")]
     key: String,
+    /// Pace to --rate alone: the server's headers and 429s do not hold requests back (the
+    /// retry layer still waits what a 429 says).
+    #[arg(long, requires = "rate")]
+    no_learn: bool,
     /// No pacing at all (only the retry layer waits).
     #[arg(long, conflicts_with_all = ["rate", "redis"])]
     no_pacing: bool,
     /// The embedded server admits everything (no limit): to measure the client's own pacing.
     #[arg(long, conflicts_with = "url")]
     unlimited: bool,
+    /// Which client sends: this crate's, or stock reqwest-retry (no pacing) to compare with.
+    #[arg(long, value_enum, default_value_t = ClientKind::Polite,
+          conflicts_with_all = ["rate", "redis", "no_pacing", "no_learn"])]
+    client: ClientKind,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum ClientKind {
+    /// This crate's client: the pacer (learned, or --rate) and its retry layer.
+    Polite,
+    /// reqwest-retry's `RetryTransientMiddleware` with its default exponential backoff.
+    ReqwestRetry,
+}
+
+/// A period in seconds: finite and above zero.
+fn parse_period(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(secs) if secs.is_finite() && secs > 0.0 => Ok(secs),
+        _ => Err(format!("{text:?} is not a period in seconds above zero")),
+    }
 }
 
 /// The pacer the flags ask for: none, local, Redis-shared, or learning only.
@@ -74,9 +106,14 @@ async fn pacer_for(args: &Args) -> Result<Option<Pacer>, Box<dyn std::error::Err
         return Ok(None);
     }
     let mut pacer = Pacer::builder();
-    let rate = args
-        .rate
-        .map(|rate| Rate::per_second(rate).with_burst(args.burst));
+    let rate = match args.rate {
+        Some(rate) => Some(
+            Rate::new(rate, Duration::from_secs_f64(args.per))
+                .ok_or("--per must be at least a nanosecond")?
+                .with_burst(args.burst),
+        ),
+        None => None,
+    };
     pacer = match (&args.redis, rate) {
         (Some(url), Some(rate)) => {
             let store = RedisStore::standalone(url, RedisOptions::default()).await?;
@@ -89,14 +126,31 @@ async fn pacer_for(args: &Args) -> Result<Option<Pacer>, Box<dyn std::error::Err
         (None, Some(rate)) => pacer.rate(rate),
         (None, None) => pacer,
     };
-    Ok(Some(pacer.build()))
+    Ok(Some(pacer.learn_from_server(!args.no_learn).build()))
 }
 
-/// Counts every attempt that reaches the network, and the 429s among them (retries included).
+/// Counts every attempt that reaches the network, and notes when each 429 among them came
+/// (retries included).
 #[derive(Default, Clone)]
 struct AttemptCounter {
     attempts: Arc<AtomicU64>,
-    status_429: Arc<AtomicU64>,
+    status_429_at: Arc<Mutex<Vec<Instant>>>,
+}
+
+impl AttemptCounter {
+    /// When each 429 came, in ms since `started`, earliest first.
+    fn status_429_at_ms(&self, started: Instant) -> Vec<u64> {
+        let times = self
+            .status_429_at
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut at_ms: Vec<u64> = times
+            .iter()
+            .map(|at| at.saturating_duration_since(started).as_millis() as u64)
+            .collect();
+        at_ms.sort_unstable();
+        at_ms
+    }
 }
 
 #[async_trait::async_trait]
@@ -110,7 +164,10 @@ impl Middleware for AttemptCounter {
         self.attempts.fetch_add(1, Ordering::Relaxed);
         let outcome = next.run(req, extensions).await;
         if matches!(&outcome, Ok(r) if r.status() == 429) {
-            self.status_429.fetch_add(1, Ordering::Relaxed);
+            self.status_429_at
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner())
+                .push(Instant::now());
         }
         outcome
     }
@@ -165,23 +222,16 @@ async fn main() -> ExitCode {
     let concurrency = concurrency.clamp(1, requests.max(1));
 
     let counter = AttemptCounter::default();
-    let mut builder = PoliteClientBuilder::new();
-    builder = if args.no_retry {
-        builder.no_retry()
-    } else {
-        builder.retry(RetryMiddleware::new(
-            RetryPolicy::new().with_max_retries(args.max_retries),
-        ))
+    let client = match args.client {
+        ClientKind::Polite => match polite_client(&args, counter.clone()).await {
+            Ok(client) => client,
+            Err(error) => {
+                eprintln!("polite_fetch: {error}");
+                return ExitCode::from(2);
+            }
+        },
+        ClientKind::ReqwestRetry => reqwest_retry_client(&args, counter.clone()),
     };
-    builder = match pacer_for(&args).await {
-        Ok(Some(pacer)) => builder.pacer(pacer),
-        Ok(None) => builder.no_pacing(),
-        Err(error) => {
-            eprintln!("polite_fetch: {error}");
-            return ExitCode::from(2);
-        }
-    };
-    let client = builder.with_inner(counter.clone()).build();
 
     let progress = ProgressBar::new(requests as u64);
     progress.set_style(
@@ -234,7 +284,13 @@ async fn main() -> ExitCode {
     progress.finish_and_clear();
     let elapsed_ms = started.elapsed().as_millis() as u64;
     let attempts = counter.attempts.load(Ordering::Relaxed);
-    let status_429 = counter.status_429.load(Ordering::Relaxed);
+    let status_429_at_ms = counter.status_429_at_ms(started);
+    let status_429 = status_429_at_ms.len() as u64;
+    // Whether 429s keep coming: those answered in the job's second half (by time).
+    let status_429_second_half = status_429_at_ms
+        .iter()
+        .filter(|&&at_ms| 2 * at_ms >= elapsed_ms)
+        .count();
     let retries = attempts.saturating_sub(requests as u64);
     let (p50, p99, max) = (
         latencies.value_at_quantile(0.5),
@@ -249,10 +305,14 @@ async fn main() -> ExitCode {
     );
     if args.json {
         let summary = serde_json::json!({
+            "client": args.client.to_possible_value().map(|v| v.get_name().to_owned()),
             "requests": requests,
             "succeeded": succeeded,
             "failed": failed,
+            "lost": failed,
             "status_429": status_429,
+            "status_429_second_half": status_429_second_half,
+            "status_429_at_ms": status_429_at_ms,
             "retries": retries,
             "elapsed_ms": elapsed_ms,
             "p50_ms": p50,
@@ -266,6 +326,37 @@ async fn main() -> ExitCode {
     } else {
         ExitCode::FAILURE
     }
+}
+
+/// The crate's client as the flags ask for it, counting attempts below its pacer and retries.
+async fn polite_client(
+    args: &Args,
+    counter: AttemptCounter,
+) -> Result<ClientWithMiddleware, Box<dyn std::error::Error>> {
+    let mut builder = PoliteClientBuilder::new();
+    builder = if args.no_retry {
+        builder.no_retry()
+    } else {
+        builder.retry(RetryMiddleware::new(
+            RetryPolicy::new().with_max_retries(args.max_retries),
+        ))
+    };
+    builder = match pacer_for(args).await? {
+        Some(pacer) => builder.pacer(pacer),
+        None => builder.no_pacing(),
+    };
+    Ok(builder.with_inner(counter).build())
+}
+
+/// Stock reqwest-retry as its README sets it up: exponential backoff from 1 s with full
+/// jitter, retrying 429s and transient errors, `--max-retries` times (none with `--no-retry`).
+fn reqwest_retry_client(args: &Args, counter: AttemptCounter) -> ClientWithMiddleware {
+    let retries = if args.no_retry { 0 } else { args.max_retries };
+    let policy = ExponentialBackoff::builder().build_with_max_retries(retries);
+    reqwest_middleware::ClientBuilder::new(reqwest::Client::new())
+        .with(RetryTransientMiddleware::new_with_policy(policy))
+        .with(counter)
+        .build()
 }
 
 /// The embedded demo server: the crate's own rate-limited mock, one fixed window for everyone.

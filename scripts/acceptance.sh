@@ -1,0 +1,336 @@
+#!/usr/bin/env bash
+# Acceptance against rate limiters other people wrote: installs them from the package registries
+# (nginx's limit_req from Debian, express-rate-limit from npm, Flask-Limiter with `limits` and
+# `token-bucket` from PyPI), starts each on a free 127.0.0.1 port, runs a long job through polite_fetch with three
+# clients (the crate's default, which must learn the quota; stock reqwest-retry; the crate's
+# governor set by hand to the exact quota), and prints one markdown table on stdout. Progress
+# goes to stderr.
+#
+# Usage: scripts/acceptance.sh [--quick] [--requests N] [--concurrency C] [--only NAME[,NAME]]
+#                              [--clients LIST] [--timeout S] [--keep DIR] [--list]
+#   --quick         120 requests a job (a smoke run); the default is 600
+#   --requests N    requests a job;  --concurrency C  tasks sending them (default 10)
+#   --only NAMES    only these servers (see --list);  --clients  default,reqwest-retry,governor
+#   --timeout S     the most one job may take (default 300 s)
+#   --keep DIR      keep each job's raw output (client JSON, server log) in DIR
+# Exit: 0 when the default client meets every bar, 3 when it misses one, 1 when something could
+# not be installed, built or started.
+#
+# Installs what is missing: Debian packages with apt-get (as root), the npm and PyPI packages at
+# the versions pinned in scripts/acceptance/ into ${XDG_CACHE_HOME:-$HOME/.cache}/
+# reqwest-polite-acceptance (nothing lands in the repository).
+set -euo pipefail
+
+command_line="scripts/acceptance.sh${*:+ $*}"
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+HERE=$ROOT/scripts/acceptance
+CACHE=${XDG_CACHE_HOME:-$HOME/.cache}/reqwest-polite-acceptance
+
+# name|runner|shape|quota shown|states its quota (1/0)|model and parameters|runner's arguments
+# model: "window Q W" (Q per W seconds) or "rate R B" (R per second, B more at once).
+SERVERS=(
+    "express-draft8|express|fixed window from the client's first request|20 per 2 s|1|window 20 2|20 2000 draft-8"
+    "express-bare|express|fixed window from the client's first request, bare 429|20 per 2 s|0|window 20 2|20 2000 none"
+    "flask-moving|flask|moving window (sliding log)|20 per 2 s|1|window 20 2|20 2 moving-window headers"
+    "flask-moving-bare|flask|moving window (sliding log), bare 429|9 per 1 s|0|window 9 1|9 1 moving-window none"
+    "flask-counter|flask|sliding window counter (clock-aligned windows)|17 per 2 s|1|window 17 2|17 2 sliding-window-counter headers"
+    "nginx-bare|nginx|GCRA, no burst, bare 429|10 r/s|0|rate 10 0|10r/s 0 none"
+    "nginx-burst|nginx|GCRA, burst=20 nodelay, bare 429|10 r/s + 20|0|rate 10 20|10r/s 20 none"
+    "nginx-burst-ra|nginx|GCRA, burst=20 nodelay, Retry-After: 1|10 r/s + 20|0|rate 10 20|10r/s 20 1"
+    "token-bucket|tokenbucket|token bucket, bare 429|13 r/s, 6 at once|0|rate 13 5|13 6"
+)
+
+requests=600
+concurrency=10
+only=""
+clients="default,reqwest-retry,governor"
+job_timeout=300
+keep=""
+while [ $# -gt 0 ]; do
+    case $1 in
+        --quick) requests=120 ;;
+        --requests) requests=${2:?--requests needs a number}; shift ;;
+        --concurrency) concurrency=${2:?--concurrency needs a number}; shift ;;
+        --only) only=${2:?--only needs server names}; shift ;;
+        --clients) clients=${2:?--clients needs client names}; shift ;;
+        --timeout) job_timeout=${2:?--timeout needs seconds}; shift ;;
+        --keep) keep=${2:?--keep needs a folder}; shift ;;
+        --list)
+            for line in "${SERVERS[@]}"; do
+                IFS='|' read -r name _ shape quota _ <<<"$line"
+                printf '%-18s %-18s %s\n' "$name" "$quota" "$shape"
+            done
+            exit 0 ;;
+        -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+        *) echo "acceptance.sh: unknown argument $1 (see --help)" >&2; exit 1 ;;
+    esac
+    shift
+done
+for number in "$requests" "$concurrency" "$job_timeout"; do
+    [[ $number =~ ^[1-9][0-9]*$ ]] || { echo "acceptance.sh: $number is not a count" >&2; exit 1; }
+done
+for client in ${clients//,/ }; do
+    case $client in default|reqwest-retry|governor) ;; *)
+        echo "acceptance.sh: unknown client $client (default, reqwest-retry, governor)" >&2; exit 1 ;;
+    esac
+done
+
+selected=()
+for line in "${SERVERS[@]}"; do
+    name=${line%%|*}
+    if [ -z "$only" ] || [[ ",$only," == *",$name,"* ]]; then
+        selected+=("$line")
+    fi
+done
+if [ -n "$only" ]; then
+    for name in ${only//,/ }; do
+        printf '%s\n' "${SERVERS[@]}" | grep -q "^$name|" \
+            || { echo "acceptance.sh: no server $name (see --list)" >&2; exit 1; }
+    done
+fi
+
+say() { echo "acceptance: $*" >&2; }
+die() { echo "acceptance: $*" >&2; exit 1; }
+
+work=$(mktemp -d /tmp/reqwest-polite-acceptance.XXXXXX)
+chmod 755 "$work" # nginx's worker (www-data) reads its file from here
+server_pid=""
+client_pid=""
+stop_server() {
+    if [ -n "$server_pid" ]; then
+        kill "$server_pid" 2>/dev/null || true
+        wait "$server_pid" 2>/dev/null || true
+        server_pid=""
+    fi
+}
+cleanup() {
+    if [ -n "$client_pid" ]; then
+        kill "$client_pid" 2>/dev/null || true
+        wait "$client_pid" 2>/dev/null || true
+    fi
+    stop_server
+    if [ -n "$keep" ] && [ -d "$work/jobs" ]; then
+        mkdir -p "$keep" && cp -a "$work/jobs/." "$keep/"
+    fi
+    rm -rf "$work"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# --- What the selected servers need -----------------------------------------------------------
+runners=" $(printf '%s\n' "${selected[@]}" | cut -d'|' -f2 | sort -u | tr '\n' ' ')"
+apt_missing=()
+command -v curl >/dev/null 2>&1 || apt_missing+=(curl)
+command -v python3 >/dev/null 2>&1 || apt_missing+=(python3)
+python_apps=""
+[[ $runners == *" flask "* || $runners == *" tokenbucket "* ]] && python_apps=1
+if [ -n "$python_apps" ] && ! python3 -c 'import ensurepip, venv' >/dev/null 2>&1; then
+    apt_missing+=(python3-venv)
+fi
+if [[ $runners == *" express "* ]]; then
+    command -v node >/dev/null 2>&1 || apt_missing+=(nodejs)
+    command -v npm >/dev/null 2>&1 || apt_missing+=(npm)
+fi
+if [[ $runners == *" nginx "* ]]; then
+    PATH=$PATH:/usr/sbin
+    command -v nginx >/dev/null 2>&1 || apt_missing+=(nginx-light)
+fi
+if [ "${#apt_missing[@]}" -gt 0 ]; then
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+        say "installing ${apt_missing[*]} (apt-get)"
+        # policy-rc.d on such machines keeps the packaged nginx from starting on port 80.
+        apt-get update -qq >"$work/apt.log" 2>&1 \
+            && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${apt_missing[@]}" \
+                >>"$work/apt.log" 2>&1 \
+            || { tail -20 "$work/apt.log" >&2; die "apt-get could not install ${apt_missing[*]}"; }
+    else
+        die "missing ${apt_missing[*]}; install them (e.g. sudo apt-get install -y ${apt_missing[*]})"
+    fi
+fi
+
+fingerprint() { cat "$@" | sha256sum | cut -c1-16; }
+node_dir=""
+if [[ $runners == *" express "* ]]; then
+    node_dir=$CACHE/node-$(fingerprint "$HERE/package-lock.json")
+    if [ ! -f "$node_dir/.installed" ]; then
+        say "installing express and express-rate-limit (npm ci) into $node_dir"
+        mkdir -p "$node_dir"
+        cp "$HERE/package.json" "$HERE/package-lock.json" "$node_dir/"
+        (cd "$node_dir" && npm ci --no-audit --no-fund --loglevel=error) >"$work/npm.log" 2>&1 \
+            || { tail -20 "$work/npm.log" >&2; die "npm ci failed in $node_dir"; }
+        touch "$node_dir/.installed"
+    fi
+fi
+venv=""
+if [ -n "$python_apps" ]; then
+    venv=$CACHE/venv-$(python3 -c 'import sys; print(sys.version.split()[0])')-$(fingerprint "$HERE/requirements.txt")
+    if [ ! -f "$venv/.installed" ]; then
+        say "installing Flask-Limiter, limits, token-bucket, Flask and waitress (pip) into $venv"
+        rm -rf "$venv"
+        { python3 -m venv "$venv" && "$venv/bin/pip" install -q -r "$HERE/requirements.txt"; } \
+            >"$work/pip.log" 2>&1 || { tail -20 "$work/pip.log" >&2; die "pip install failed into $venv"; }
+        touch "$venv/.installed"
+    fi
+fi
+
+say "building polite_fetch (release)"
+(cd "$ROOT" && cargo build --release --quiet --features mock,redis --example polite_fetch) \
+    >"$work/build.log" 2>&1 || { tail -30 "$work/build.log" >&2; die "cargo build failed"; }
+fetch=$ROOT/target/release/examples/polite_fetch
+[ -x "$fetch" ] || die "no $fetch after the build"
+
+# --- Servers ----------------------------------------------------------------------------------
+free_port() {
+    python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
+# start_server RUNNER "ARGS" DIR: starts a fresh limiter (nothing counted yet) on $port.
+start_server() {
+    local runner=$1 args=$2 dir=$3
+    port=$(free_port)
+    case $runner in
+        express)
+            read -r limit window_ms headers <<<"$args"
+            NODE_PATH=$node_dir/node_modules node "$HERE/express_limiter.js" \
+                "$port" "$limit" "$window_ms" "$headers" >"$dir/server.err" 2>&1 &
+            ;;
+        flask)
+            read -r limit window strategy headers <<<"$args"
+            "$venv/bin/python" "$HERE/flask_limiter_app.py" \
+                "$port" "$limit per $window seconds" "$strategy" "$headers" >"$dir/server.err" 2>&1 &
+            ;;
+        tokenbucket)
+            read -r rate capacity <<<"$args"
+            "$venv/bin/python" "$HERE/token_bucket_app.py" "$port" "$rate" "$capacity" \
+                >"$dir/server.err" 2>&1 &
+            ;;
+        nginx)
+            read -r rate burst retry_after <<<"$args"
+            local run=$dir/nginx burst_arg=""
+            [ "$burst" = 0 ] || burst_arg="burst=$burst nodelay"
+            [ "$retry_after" = none ] && retry_after=""
+            mkdir -p "$run/www" && chmod -R 755 "$dir" && echo ok >"$run/www/ok.txt"
+            sed -e "s|@RUN@|$run|g" -e "s|@PORT@|$port|g" -e "s|@RATE@|$rate|g" \
+                -e "s|@BURST_ARG@|$burst_arg|g" -e "s|@RETRY_AFTER@|$retry_after|g" \
+                "$HERE/nginx.conf.in" >"$run/nginx.conf"
+            nginx -p "$run" -c "$run/nginx.conf" >"$dir/server.err" 2>&1 &
+            ;;
+    esac
+    server_pid=$!
+    local tries
+    for tries in $(seq 1 100); do
+        if curl -fsS -o /dev/null "http://127.0.0.1:$port/__ready" 2>/dev/null; then
+            return 0
+        fi
+        kill -0 "$server_pid" 2>/dev/null || break
+        sleep 0.1
+    done
+    cat "$dir/server.err" >&2
+    stop_server
+    die "$runner ($args) did not come up on 127.0.0.1:$port"
+}
+
+# Copies what the server answered to DIR/server.log, then stops it.
+collect_and_stop() {
+    local runner=$1 dir=$2
+    case $runner in
+        nginx) cp "$dir/nginx/access.log" "$dir/server.log" 2>/dev/null || : >"$dir/server.log" ;;
+        *) curl -fsS --max-time 10 "http://127.0.0.1:$port/__log" >"$dir/server.log" \
+               || die "could not read the server's log from 127.0.0.1:$port/__log" ;;
+    esac
+    stop_server
+}
+
+# The crate's governor set by hand to the quota, and nothing else holding requests back
+# (--no-learn: the server's headers are not read; a 429 is still retried after what it says).
+# A window of Q per W becomes Q per W spaced evenly (burst 1: a burst of Q would spend a second
+# window's quota within the first); a rate R with B more at once becomes R per second with a
+# burst of B + 1, the same GCRA.
+governor_flags() {
+    local model=$1 a=$2 b=$3
+    case $model in
+        window) echo "--rate $a --per $b --burst 1 --no-learn" ;;
+        rate) echo "--rate $a --burst $((b + 1)) --no-learn" ;;
+    esac
+}
+
+# --- Jobs -------------------------------------------------------------------------------------
+mkdir -p "$work/jobs"
+started=$SECONDS
+started_at=$(date -u '+%Y-%m-%d %H:%M UTC')
+job_number=0
+for line in "${selected[@]}"; do
+    IFS='|' read -r name runner shape quota states model_args runner_args <<<"$line"
+    read -r model a b <<<"$model_args"
+    for client in ${clients//,/ }; do
+        job_number=$((job_number + 1))
+        dir=$work/jobs/$(printf '%02d' "$job_number")-$name-$client
+        mkdir -p "$dir"
+        case $client in
+            default) flags="" ;;
+            reqwest-retry) flags="--client reqwest-retry" ;;
+            governor) flags=$(governor_flags "$model" "$a" "$b") ;;
+        esac
+        start_server "$runner" "$runner_args" "$dir"
+        say "$name ($quota) × $client: $requests requests, $concurrency tasks${flags:+ ($flags)}"
+        job_started=$SECONDS
+        # In the background and waited for, so a signal to the script ends the job at once.
+        # shellcheck disable=SC2086 # flags are words
+        timeout "$job_timeout" "$fetch" "http://127.0.0.1:$port/items/{i}" \
+            --requests "$requests" --concurrency "$concurrency" --json $flags \
+            >"$dir/client.out" 2>"$dir/client.err" </dev/null &
+        client_pid=$!
+        exit_code=0
+        wait "$client_pid" || exit_code=$?
+        client_pid=""
+        collect_and_stop "$runner" "$dir"
+        [ "$exit_code" = 124 ] && say "  timed out after $job_timeout s"
+        # polite_fetch exits 1 when a request was lost: a result, not a failure of the harness.
+        if [ "$exit_code" != 0 ] && [ "$exit_code" != 1 ] && [ "$exit_code" != 124 ]; then
+            tail -5 "$dir/client.err" >&2
+            die "polite_fetch exited $exit_code on $name × $client"
+        fi
+        say "  $(head -1 "$dir/client.out" 2>/dev/null) ($((SECONDS - job_started)) s)"
+        python3 - "$dir/job.json" <<EOF
+import json, sys
+job = {"server": "$name", "runner": "$runner", "shape": "$shape", "quota": "$quota",
+       "states_quota": $states == 1, "model": "$model", "requests": $requests,
+       "concurrency": $concurrency, "client": "$client", "flags": "$flags", "exit": $exit_code}
+if job["model"] == "window":
+    job.update(q=$a, w=$b)
+else:
+    job.update(r=$a, b=$b)
+json.dump(job, open(sys.argv[1], "w"))
+EOF
+    done
+done
+
+# --- Report -----------------------------------------------------------------------------------
+versions() {
+    case $1 in
+        nginx) nginx -v 2>&1 | sed 's/^nginx version: //' ;;
+        express) python3 -c 'import json, sys
+for name in ("express-rate-limit", "express"):
+    print(name, json.load(open(sys.argv[1] + "/" + name + "/package.json"))["version"], end=", ")
+print("node", sys.argv[2])' "$node_dir/node_modules" "$(node --version)" ;;
+        flask) "$venv/bin/python" -c "from importlib.metadata import version as v
+print('Flask-Limiter', v('Flask-Limiter') + ', limits', v('limits') + ', Flask', v('Flask') + ', waitress', v('waitress'))" ;;
+        tokenbucket) "$venv/bin/python" -c "from importlib.metadata import version as v
+print('token-bucket', v('token-bucket') + ', waitress', v('waitress'))" ;;
+    esac
+}
+echo "# Acceptance against third-party rate limiters (scripts/acceptance.sh)"
+echo
+echo "started $started_at, commit $(git -C "$ROOT" rev-parse --short HEAD)$(git -C "$ROOT" diff --quiet HEAD -- src examples 2>/dev/null || echo ' (with uncommitted changes)'), $(nproc) cores;"
+echo "\`$command_line\`: $requests requests from $concurrency tasks a job; a fresh limiter for every job."
+for runner in $runners; do
+    echo "- $runner: $(versions "$runner")"
+done
+echo
+set +e
+python3 "$HERE/report.py" "$work/jobs"
+verdict=$?
+set -e
+echo
+echo "Total run time: $((SECONDS - started)) s for $job_number jobs (installs and build not counted)."
+exit "$verdict"
