@@ -288,8 +288,17 @@ impl Silence {
             Some(window) => {
                 let measured = self.admitted;
                 if ticket.window == Some(self.window_start) {
-                    let ceiling = self.ceiling.map_or(measured, |c| c.min(measured));
-                    self.ceiling = Some(ceiling.max(1));
+                    let before = self.quota(now);
+                    let ceiling = self.ceiling.map_or(measured, |c| c.min(measured)).max(1);
+                    self.ceiling = Some(ceiling);
+                    if ceiling < before {
+                        // Fewer per window than thought: the lower bound on the window was
+                        // found for the larger quota. A bucket frees fewer requests in a
+                        // shorter time, so a shorter window may do for fewer: the midpoints
+                        // may look there again. (The window known to be enough still is.)
+                        let scale = ceiling as f64 / before as f64;
+                        self.too_short = self.too_short.mul_f64(scale);
+                    }
                 }
                 self.floor = measured;
                 self.floor_window = Some(self.window_start);

@@ -356,19 +356,21 @@ fn a_refusal_inside_an_estimated_window_floors_the_quota_at_what_it_admitted_and
     let mut q = estimated();
     admit_silently(&mut q, 2, MS * 640, MS * 641);
     let refused = reserve(&mut q, MS * 650);
-    // Three were admitted in this window (the probe and two): the key waits for the next
-    // window's first try (449 ms in). The curve is cut to 70% of three (2.1), but three is
-    // what the server admitted: the quota is three, and grows above it again only once the
-    // curve has climbed back.
-    assert_eq!(
-        see(&mut q, MS * 651, refused, true, &silent()),
-        Some(MS * 435)
-    );
+    // Three were admitted in this window (the probe and two): the quota is three, a ceiling
+    // the curve never climbs above again. The curve is cut to 70% of three (2.1), but three is
+    // what the server admitted. Fewer per window than the five the bounds were found for: the
+    // window known too short (261 ms) shrinks with the quota, to 3/5 of it (156.6 ms), since
+    // a bucket frees three sooner than five; the next window's first try goes at the midpoint
+    // of that and 637 ms, 396.8 ms in, 382.8 ms from now.
+    let pause = see(&mut q, MS * 651, refused, true, &silent()).expect("a pause");
+    assert_eq!(pause.as_micros(), 382_800);
     assert_eq!(q.estimate(MS * 651), Some((3, MS * 637)));
     // K = ∛(3 × 0.3 / 0.4) ≈ 1.31 windows after the cut the curve is back at 3; two windows
     // later still under 4.
     assert_eq!(q.estimate(MS * (651 + 2 * 637)).map(|e| e.0), Some(3));
-    assert_eq!(q.try_reserve(MS * 700, 1), Admission::WaitUntil(MS * 1086));
+    assert!(
+        matches!(q.try_reserve(MS * 700, 1), Admission::WaitUntil(at) if at.as_micros() == 1_033_800)
+    );
 }
 
 #[test]
