@@ -22,9 +22,11 @@
 //!    and requests in flight count against it, so ten concurrent tasks do not all spend the
 //!    last token. When `remaining` reaches 0 or a 429 arrives, a gate closes on the key until
 //!    the reset, for every task on the key, with one jittered draw (after a 429, the retry
-//!    layer's jitter, and the retry layer waits that same draw). A reset stated in whole
-//!    seconds with no window is up to a second late: one request probes before it, alone, and
-//!    opens the key for everyone when admitted. A server that states nothing
+//!    layer's jitter, and the retry layer waits that same draw). The first request after the
+//!    reset goes alone: its answer says whether the window came back whole (a fixed window)
+//!    or frees one slot at a time (a moving window, paced then at the last window's pace). A
+//!    reset stated in whole seconds with no window is up to a second late: one request probes
+//!    before it, alone, and opens the key for everyone when admitted. A server that states nothing
 //!    is heard too: a bare 429 (or 503) pauses the key, then one request probes alone, and
 //!    the quota and window are inferred from what the server admitted (see the `learned`
 //!    module's docs, and AWS's adaptive CUBIC curve for the quota per window). This needs no

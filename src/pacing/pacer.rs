@@ -136,9 +136,11 @@ impl PacerBuilder {
     /// One draw is made per pause, for every request of the key. After a 429 the retry
     /// layer's jitter is used (it travels with the request), and the retry layer waits that
     /// same draw, so clients told the same `Retry-After` spread as the retry policy says. A
-    /// quota seen spent before any 429 (remaining 0) pauses until the reset or later: opening
-    /// early would only earn the 429. (When the reset is stated in whole seconds and no
-    /// window, one request alone may probe before it: see the [module docs](super).)
+    /// quota seen spent before any 429 (remaining 0) pauses until the reset or later, and at
+    /// most 20 ms later whatever this jitter draws: every task and process takes from the
+    /// budget the server states, so there is no herd to spread, and opening early would only
+    /// earn the 429. (When the reset is stated in whole seconds and no window, one request
+    /// alone may probe before it: see the [module docs](super).)
     pub fn gate_jitter(mut self, jitter: Jitter) -> Self {
         self.gate_jitter = jitter;
         self
