@@ -5,7 +5,10 @@ use super::keyed::{Algorithm, KeyedStates};
 use super::{Decision, LimiterConfigError};
 use crate::time::nanos::nanos_to_duration;
 
-/// `limit` units per window, the windows aligned to multiples of the window on the clock.
+/// `limit` units per window, the windows aligned to multiples of the window on the clock (on
+/// the Unix clock: whole seconds, minutes; on a clock started with the server: windows from
+/// its start), or, with [`anchored_at_first_request`](Self::anchored_at_first_request), each
+/// key's window beginning with its first request after the last one ended.
 ///
 /// The cheapest algorithm (one counter per key), and the one servers most often use; a client
 /// can send up to twice the limit across a window boundary.
@@ -36,11 +39,15 @@ pub struct FixedWindow {
 struct FixedWindowRules {
     limit: u64,
     window_nanos: u64,
+    /// A key's window begins with its first request, not on the clock's multiples.
+    from_first_request: bool,
+    /// Refused requests are counted too.
+    count_refused: bool,
 }
 
-/// The count of one key in the window it was last used in.
+/// The count of one key in the window it was last used in, and when that window began.
 struct WindowCount {
-    index: u64,
+    start: u64,
     count: u64,
 }
 
@@ -53,8 +60,53 @@ impl FixedWindow {
             states: KeyedStates::new(FixedWindowRules {
                 limit,
                 window_nanos,
+                from_first_request: false,
+                count_refused: false,
             }),
         })
+    }
+
+    /// Each key's window begins with its first request after its last window ended, as
+    /// express-rate-limit's memory store and most `INCR` + `EXPIRE` limiters count: a client
+    /// that comes back after a pause starts a window of its own, whatever the clock says.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use reqwest_polite::limiter::{FixedWindow, RateLimiter};
+    /// use reqwest_polite::time::ManualClock;
+    ///
+    /// let clock = ManualClock::new();
+    /// clock.advance(Duration::from_millis(700));
+    /// let limiter = FixedWindow::new(1, Duration::from_secs(1))?
+    ///     .anchored_at_first_request()
+    ///     .with_clock(clock.clone());
+    ///
+    /// assert!(limiter.check("alice", 1).allowed); // her window: 0.7 s to 1.7 s
+    /// clock.advance(Duration::from_millis(500));
+    /// let early = limiter.check("alice", 1); // 1.2 s: a clock-aligned window would be new
+    /// assert!(!early.allowed);
+    /// assert_eq!(early.retry_after, Some(Duration::from_millis(500)));
+    /// clock.advance(Duration::from_millis(500));
+    /// assert!(limiter.check("alice", 1).allowed); // 1.7 s: her next window
+    /// # Ok::<(), reqwest_polite::limiter::LimiterConfigError>(())
+    /// ```
+    pub fn anchored_at_first_request(self) -> Self {
+        self.with_rules(|rules| rules.from_first_request = true)
+    }
+
+    /// Refused requests count against the window too, as limiters that count every request
+    /// they see do (express-rate-limit by default): pressing on while refused makes no
+    /// difference to when the window ends, but the count a client sees keeps growing.
+    pub fn counting_refused(self) -> Self {
+        self.with_rules(|rules| rules.count_refused = true)
+    }
+
+    fn with_rules(self, change: impl FnOnce(&mut FixedWindowRules)) -> Self {
+        let mut rules = *self.states.algorithm();
+        change(&mut rules);
+        Self {
+            states: self.states.with_algorithm(rules),
+        }
     }
 }
 
@@ -70,23 +122,33 @@ impl Algorithm for FixedWindowRules {
     }
 
     fn fresh(&self) -> WindowCount {
-        WindowCount { index: 0, count: 0 }
+        WindowCount { start: 0, count: 0 }
     }
 
     fn decide(&self, state: &mut WindowCount, now: u64, cost: u64) -> Decision {
-        let index = now / self.window_nanos;
+        let window_end = |start: u64| u128::from(start) + u128::from(self.window_nanos);
         // A clock that went back keeps counting in the window already reached.
-        if index > state.index {
-            *state = WindowCount { index, count: 0 };
+        if self.from_first_request {
+            if state.count == 0 || u128::from(now) >= window_end(state.start) {
+                *state = WindowCount {
+                    start: now,
+                    count: 0,
+                };
+            }
+        } else {
+            let start = now - now % self.window_nanos;
+            if start > state.start {
+                *state = WindowCount { start, count: 0 };
+            }
         }
-        let window_end = (u128::from(state.index) + 1) * u128::from(self.window_nanos);
-        let until_window_end = nanos_to_duration(window_end.saturating_sub(u128::from(now)));
+        let until_window_end =
+            nanos_to_duration(window_end(state.start).saturating_sub(u128::from(now)));
         let fits = state
             .count
             .checked_add(cost)
             .is_some_and(|total| total <= self.limit);
-        if fits {
-            state.count += cost;
+        if fits || self.count_refused {
+            state.count = state.count.saturating_add(cost);
         }
         let retry_after = (!fits && cost <= self.limit).then_some(until_window_end);
         Decision {
@@ -103,7 +165,12 @@ impl Algorithm for FixedWindowRules {
     }
 
     fn is_idle(&self, state: &WindowCount, now: u64) -> bool {
-        state.count == 0 || now / self.window_nanos > state.index
+        if self.from_first_request {
+            state.count == 0
+                || u128::from(now) >= u128::from(state.start) + u128::from(self.window_nanos)
+        } else {
+            state.count == 0 || now - now % self.window_nanos > state.start
+        }
     }
 }
 

@@ -71,6 +71,20 @@ impl<A: Algorithm> KeyedStates<A> {
         }
     }
 
+    /// The same clock with other rules, and no keys (states decided by other rules would
+    /// mislead these).
+    pub(crate) fn with_algorithm(self, algorithm: A) -> Self {
+        Self {
+            algorithm,
+            clock: self.clock,
+            table: Mutex::new(Table {
+                states: HashMap::new(),
+                checks_since_sweep: 0,
+                held_after_sweep: 0,
+            }),
+        }
+    }
+
     /// The rules this table applies.
     pub(crate) fn algorithm(&self) -> &A {
         &self.algorithm

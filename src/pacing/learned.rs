@@ -710,7 +710,15 @@ impl KeyQuota {
                 if let (Some(first), Some(window)) = (self.epoch_first_answer, self.window) {
                     stated = stated.min(first.saturating_add(window)).max(now);
                 }
-                self.reset_at = Some(tightest_reset(self.reset_at, stated, now));
+                self.reset_at = Some(if self.budget_guessed {
+                    // The first answer after our roll: the end we projected assumed windows
+                    // back to back on the clock, but a window that begins with its first
+                    // request (express-rate-limit's) began with this one. The answer's bound
+                    // replaces the projection.
+                    stated
+                } else {
+                    tightest_reset(self.reset_at, stated, now)
+                });
             }
             let trickles = self.refill == Refill::Trickle && self.mirrored().is_some();
             if info.remaining == Some(0) && pause.is_none() && !trickles {

@@ -714,3 +714,30 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn a_window_from_the_first_request_counting_refused_ones_ends_when_it_began_plus_its_length() {
+    let clock = ManualClock::new();
+    clock.advance(Duration::from_millis(300));
+    let limiter = FixedWindow::new(2, Duration::from_secs(1))
+        .expect("valid")
+        .anchored_at_first_request()
+        .counting_refused()
+        .with_clock(clock.clone());
+    assert!(limiter.check("k", 1).allowed);
+    assert!(limiter.check("k", 1).allowed);
+    // Refused, and counted: what is left stays 0 and the count goes on (4 of 2 after two).
+    for _ in 0..2 {
+        let refused = limiter.check("k", 1);
+        assert!(!refused.allowed);
+        assert_eq!(refused.remaining, 0);
+        assert_eq!(refused.retry_after, Some(Duration::from_secs(1)));
+    }
+    // Pressing on does not move the end: 1.3 s, a second after the first request.
+    clock.advance(Duration::from_millis(999));
+    assert!(!limiter.check("k", 1).allowed);
+    clock.advance(Duration::from_millis(1));
+    let next = limiter.check("k", 1);
+    assert!(next.allowed);
+    assert_eq!((next.remaining, next.reset), (1, Duration::from_secs(1)));
+}
