@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Acceptance against rate limiters other people wrote: installs them from the package registries
 # (nginx's limit_req from Debian, express-rate-limit from npm, Flask-Limiter with `limits` and
-# `token-bucket` from PyPI), starts each on a free 127.0.0.1 port, runs a long job through polite_fetch with three
-# clients (the crate's default, which must learn the quota; stock reqwest-retry; the crate's
-# governor set by hand to the exact quota), and prints one markdown table on stdout. Progress
-# goes to stderr.
+# `token-bucket` from PyPI), starts each on a free 127.0.0.1 port, runs a long job through
+# polite_fetch with three clients (the crate's default, which must learn the quota; stock
+# reqwest-retry; the crate's governor set by hand to the exact quota), and prints one markdown
+# table on stdout. Progress goes to stderr.
 #
 # Usage: scripts/acceptance.sh [--quick] [--requests N] [--concurrency C] [--only NAME[,NAME]]
 #                              [--clients LIST] [--timeout S] [--keep DIR] [--list]
@@ -103,6 +103,7 @@ stop_server() {
         server_pid=""
     fi
 }
+# shellcheck disable=SC2317 # called by the EXIT trap
 cleanup() {
     if [ -n "$client_pid" ]; then
         kill "$client_pid" 2>/dev/null || true
@@ -139,10 +140,11 @@ if [ "${#apt_missing[@]}" -gt 0 ]; then
     if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
         say "installing ${apt_missing[*]} (apt-get)"
         # policy-rc.d on such machines keeps the packaged nginx from starting on port 80.
-        apt-get update -qq >"$work/apt.log" 2>&1 \
-            && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${apt_missing[@]}" \
-                >>"$work/apt.log" 2>&1 \
-            || { tail -20 "$work/apt.log" >&2; die "apt-get could not install ${apt_missing[*]}"; }
+        if ! { apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
+            apt-get install -y -qq "${apt_missing[@]}"; } >"$work/apt.log" 2>&1; then
+            tail -20 "$work/apt.log" >&2
+            die "apt-get could not install ${apt_missing[*]}"
+        fi
     else
         die "missing ${apt_missing[*]}; install them (e.g. sudo apt-get install -y ${apt_missing[*]})"
     fi
@@ -217,8 +219,7 @@ start_server() {
             ;;
     esac
     server_pid=$!
-    local tries
-    for tries in $(seq 1 100); do
+    for _ in $(seq 1 100); do
         if curl -fsS -o /dev/null "http://127.0.0.1:$port/__ready" 2>/dev/null; then
             return 0
         fi
