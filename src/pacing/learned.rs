@@ -26,18 +26,26 @@
 //!
 //! # Servers that say nothing
 //!
-//! A 429 (or 503) with no `Retry-After` and no quota field still says "too fast". The key is
-//! paused for everyone, then one request probes alone while the others wait for its answer;
-//! each failed probe makes the next pause longer (×1.5 from 250 ms, at most 30 s). What the
-//! server admitted meanwhile is a measurement: the requests admitted since the window began
-//! are its quota, and the time from the window's first request to the first successful probe
-//! bounds its window. The key is then paced with that many requests per estimated window, the
-//! first request of each window going alone, so a wrong estimate costs one 429, not a burst.
-//! The quota per window then follows the adaptive curve of [`super::adaptive`]: it probes above
-//! the measured quota, slowly at first; when a request inside a window is refused, the curve is
-//! cut to 70% and grows back, but the quota never falls below what that window admitted (for a
-//! window-based server, its quota measured again). A quota the server states, in any response,
-//! replaces every estimate at once.
+//! A 429 (or 503) with no `Retry-After` and no quota field still says "too fast"; the
+//! `silent` module infers the quota per window and the window from the pattern of admissions
+//! and refusals, and one model covers windows and rates alike: at most a quota per window,
+//! each window's requests no sooner after its first than the last window's went. Evidence
+//! selects the parameters:
+//!
+//! - the first refusal: what was admitted since the first request is the quota; the probes
+//!   that follow (pauses ×1.5 from 250 ms) bound the window (refused: not over; admitted: over);
+//! - each window's first request goes alone, at the midpoint of the window known too short
+//!   and the one known enough, until they are a sixteenth apart: refused, the lower bound
+//!   rises; admitted, the upper bound falls, unless the window then admits fewer than the last
+//!   (a bucket that had refilled only in part), which undoes it;
+//! - a refusal inside a whole window: the quota is at most what that window admitted, a
+//!   ceiling the curve of [`super::adaptive`] never climbs above again; for a rate (a bucket
+//!   frees fewer requests sooner) the lower bound on the window shrinks with the quota.
+//!
+//! So windows (fixed, from a client's first request, moving) settle on their quota and
+//! length, and rates (GCRA, leaky and token buckets) on a quota and window whose ratio is the
+//! rate; the probes stop once the bounds meet, and the 429s of a long job's second half are
+//! none or a few. A quota the server states, in any response, replaces every estimate.
 
 use std::time::Duration;
 
