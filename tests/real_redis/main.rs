@@ -12,6 +12,7 @@
 mod support;
 
 mod pacing_leases;
+mod pacing_misconfigured;
 mod pacing_redis_down;
 mod pacing_shared;
 mod redis_atomicity;
