@@ -318,3 +318,57 @@ async fn without_leases_a_request_costs_one_script_call_however_many_tasks_queue
         );
     }
 }
+
+/// The head of a key's queue takes for the requests behind it, and what it took for requests
+/// dropped before their turn goes back to Redis: at the end the bucket holds exactly its
+/// capacity less the requests served. Nothing refills (one token per 1,000 s), and a local
+/// rate (100 per second) lets the queue through slower than the batches come, so tokens also
+/// lapse in hand and go back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn tokens_taken_for_the_queue_go_to_it_or_back_to_redis() {
+    use rand::{RngExt, SeedableRng};
+    let _turn = take_turn(module_path!()).await;
+    let redis = RedisServer::start();
+    let store = RedisStore::standalone(&redis.url(), options())
+        .await
+        .unwrap();
+    let rate = refill(0.001, 400);
+    let bucket =
+        SharedBucket::redis(store.clone(), "batches", rate).on_failure(StoreFailure::FailClosed);
+    let pacer = Pacer::builder()
+        .shared(bucket)
+        .rate(Rate::per_second(nz(100)))
+        .mode(wait_mode())
+        .build();
+    let served = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let tasks: Vec<_> = (0..200)
+        .map(|_| {
+            let (pacer, served) = (pacer.clone(), served.clone());
+            tokio::spawn(async move {
+                drop(pacer.acquire("k", 1).await.unwrap());
+                served.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            })
+        })
+        .collect();
+    // Drop half of them, at random places in the queue and random moments.
+    let mut rng = rand::rngs::StdRng::seed_from_u64(19);
+    for task in &tasks {
+        if rng.random_bool(0.5) {
+            task.abort();
+            tokio::time::sleep(Duration::from_micros(rng.random_range(0..3_000))).await;
+        }
+    }
+    for task in tasks {
+        let _ = task.await;
+    }
+    // After the batches' hold (100 ms), one more request carries what is left back.
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    drop(pacer.acquire("k", 1).await.unwrap());
+    let served = served.load(std::sync::atomic::Ordering::SeqCst) + 1;
+    let takes = pacer.shared_calls().takes;
+    let inspector = RedisLimiter::token_bucket(store, "batches", rate);
+    let left = inspector.check("k", 0).await.unwrap().remaining;
+    println!("{served} served in {takes} takes; the bucket holds {left} of 400");
+    assert_eq!(left, 400 - served, "{served} served");
+    assert!(takes < served / 2, "{takes} takes for {served} requests");
+}
