@@ -15,7 +15,7 @@
 //! - `close_gate.lua`: racers closing one gate for different pauses: it ends at the longest.
 //!
 //! And on the cluster, every key a pacer writes for one partition key (bucket, gate, count,
-//! quota) lies in one slot.
+//! quota) lies in one slot; and the take script and the limiter's token bucket read one state.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, LazyLock};
@@ -568,4 +568,41 @@ async fn on_redis_cluster_every_key_of_a_partition_is_in_one_slot() {
     assert_eq!((buckets, counts), (16, 16), "{found:?}");
     let nodes: BTreeSet<usize> = found.values().map(|(node, _)| *node).collect();
     assert!(nodes.len() >= 2, "every partition on one master: {found:?}");
+}
+
+/// `bucket_take.lua` keeps the limiter's token bucket (`token_bucket.lua`): one key, one state,
+/// one arithmetic. Taken from by turns, they agree on every token.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_take_script_and_the_limiter_share_one_bucket() {
+    use reqwest_polite::limiter::redis::RedisLimiter;
+    let _turn = take_turn(module_path!()).await;
+    let server = RedisServer::start();
+    let store = RedisStore::standalone(&server.url(), options())
+        .await
+        .unwrap();
+    // 10 tokens, one per 1,000 s: nothing refills meanwhile.
+    let rate = crate::support::refill(0.001, 10);
+    let limiter = RedisLimiter::token_bucket(store.clone(), "one-bucket", rate);
+    let pacer = Pacer::builder()
+        .shared(SharedBucket::redis(store, "one-bucket", rate).on_failure(StoreFailure::FailClosed))
+        .mode(PacingMode::FailFast)
+        .build();
+    assert_eq!(limiter.check("k", 6).await.unwrap().remaining, 4);
+    for _ in 0..3 {
+        drop(pacer.acquire("k", 1).await.unwrap());
+    }
+    assert_eq!(limiter.check("k", 0).await.unwrap().remaining, 1);
+    drop(pacer.acquire("k", 1).await.unwrap());
+    let refused = limiter.check("k", 1).await.unwrap();
+    assert!(!refused.allowed && refused.remaining == 0, "{refused:?}");
+    // The pacer's next request waits as long as the limiter's would: about one token's
+    // 1,000 s. It does not ask: its last take said what was left.
+    let error = pacer.acquire("k", 1).await.unwrap_err();
+    let wait = error.wait().unwrap();
+    let expected = refused.retry_after.unwrap();
+    assert!(
+        wait.abs_diff(expected) < Duration::from_secs(1),
+        "{wait:?} vs {expected:?}"
+    );
+    assert_eq!(pacer.shared_calls().takes, 4);
 }
