@@ -79,6 +79,10 @@ struct Flags {
     #[arg(long, default_value_t = 12, requires = "processes",
           value_parser = clap::value_parser!(u64).range(1..=10_000))]
     requests: u64,
+    /// With --processes: stop the workers after this many seconds, and report what they did
+    /// so far [default: 10 × the quota's time, and a minute].
+    #[arg(long, requires = "processes", value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    deadline_s: Option<u64>,
     /// With --processes: what the API states.
     #[arg(long, default_value = "both", requires = "processes",
           value_parser = ["stated", "silent", "both"])]
@@ -177,13 +181,18 @@ async fn worker() -> ExitCode {
 
 /// The job as `processes` worker processes, against each API `--against` names.
 async fn run_fleet(flags: &Flags, processes: usize) -> ExitCode {
-    let job = fleet::Fleet {
+    let mut job = fleet::Fleet {
         processes,
         tasks: flags.tasks as usize,
         requests: flags.requests as usize,
         limit: flags.limit.unwrap_or(30),
         window: Duration::from_millis(flags.window_ms.unwrap_or(3000)),
         redis: flags.redis.clone(),
+        deadline: Duration::ZERO,
+    };
+    job.deadline = match flags.deadline_s {
+        Some(seconds) => Duration::from_secs(seconds),
+        None => job.quota_time() * 10 + Duration::from_secs(60),
     };
     let program = match std::env::current_exe() {
         Ok(program) => program,
@@ -235,12 +244,17 @@ fn print_fleet(outcome: &fleet::FleetOutcome, job: &fleet::Fleet) {
     );
     for process in &outcome.processes {
         println!(
-            "{:>8} {:>6} {:>7} {:>6} {:>9}",
+            "{:>8} {:>6} {:>7} {:>6} {:>9}{}",
             process.index + 1,
             process.items,
             process.failed,
             process.status_429,
-            format!("{:.1} s", process.slowest.as_secs_f64())
+            format!("{:.1} s", process.slowest.as_secs_f64()),
+            if process.finished {
+                ""
+            } else {
+                "  (unfinished at the deadline)"
+            }
         );
     }
     println!(
@@ -251,6 +265,14 @@ fn print_fleet(outcome: &fleet::FleetOutcome, job: &fleet::Fleet) {
         outcome.status_429(),
         format!("{:.1} s", outcome.slowest().as_secs_f64())
     );
+    if outcome.deadline_passed {
+        println!(
+            "{} of {} processes had not finished at the deadline: the time below is the \
+             deadline's",
+            outcome.unfinished(),
+            job.processes
+        );
+    }
     println!(
         "elapsed {:.1} s ÷ the quota's {:.1} s = {:.2} (the API admitted {} and answered 429 \
          {} times)",

@@ -685,6 +685,7 @@ mod partner_sync_demo {
             limit: 6,
             window: Duration::from_secs(1),
             redis: None,
+            deadline: Duration::from_secs(60),
         };
         let worker = WorkerCommand {
             program: std::env::current_exe().unwrap(),
@@ -704,9 +705,11 @@ mod partner_sync_demo {
             eprintln!("{}", outcome.to_json(&fleet));
             let pids: std::collections::BTreeSet<u32> =
                 outcome.processes.iter().map(|p| p.pid).collect();
+            assert!(!outcome.deadline_passed, "{outcome:#?}");
             assert_eq!(pids.len(), 3, "{outcome:#?}");
             assert!(!pids.contains(&std::process::id()));
             for process in &outcome.processes {
+                assert!(process.finished, "{outcome:#?}");
                 assert_eq!((process.items, process.failed), (6, 0), "{outcome:#?}");
                 assert!(
                     process.attempts >= 6 && process.redis_calls > 0,

@@ -35,8 +35,10 @@ use self::process::{RedisProcess, spawn_tied_to_this_process};
 
 /// The environment variable that carries a worker's settings (JSON), from parent to child.
 pub const WORKER_ENV: &str = "PARTNER_SYNC_WORKER";
-/// What a worker prints once it can send, and before its report.
+/// What a worker prints once it can send, after each request (its tallies so far), and at
+/// the end.
 const READY: &str = "partner_sync worker: ready";
+const PROGRESS: &str = "partner_sync worker: progress ";
 const REPORT: &str = "partner_sync worker: report ";
 /// How long every worker together may take to start.
 const START_LIMIT: Duration = Duration::from_secs(60);
@@ -52,6 +54,9 @@ pub struct Fleet {
     pub window: Duration,
     /// A Redis to share through instead of a private one.
     pub redis: Option<String>,
+    /// The run's bound, from the word to go: past it the workers are stopped, and their
+    /// figures so far reported.
+    pub deadline: Duration,
 }
 
 impl Fleet {
@@ -159,6 +164,8 @@ pub struct ProcessReport {
     pub items: usize,
     /// Requests that did not (retries exhausted, refused by the pacer…).
     pub failed: usize,
+    /// Whether it sent all its requests (a report taken at the fleet's deadline may not).
+    pub finished: bool,
     /// 429 responses it received, retries included.
     pub status_429: u64,
     /// Requests it sent to the network, retries included.
@@ -176,6 +183,7 @@ impl ProcessReport {
             "pid": self.pid,
             "items": self.items,
             "failed": self.failed,
+            "finished": self.finished,
             "status_429": self.status_429,
             "attempts": self.attempts,
             "slowest_ms": self.slowest.as_millis() as u64,
@@ -192,6 +200,7 @@ impl ProcessReport {
             pid: count("pid")? as u32,
             items: count("items")? as usize,
             failed: count("failed")? as usize,
+            finished: value["finished"].as_bool()?,
             status_429: count("status_429")?,
             attempts: count("attempts")?,
             slowest: Duration::from_millis(count("slowest_ms")?),
@@ -206,8 +215,10 @@ pub struct FleetOutcome {
     pub api: Api,
     /// One per process, in process order.
     pub processes: Vec<ProcessReport>,
-    /// From the word to go to the last report.
+    /// From the word to go to the last report (or to the deadline).
     pub elapsed: Duration,
+    /// Whether the deadline came first: then some processes have not finished.
+    pub deadline_passed: bool,
     /// The API's own counts: admitted, and answered 429.
     pub admitted: usize,
     pub rejected: usize,
@@ -220,6 +231,11 @@ impl FleetOutcome {
 
     pub fn failed(&self) -> usize {
         self.processes.iter().map(|p| p.failed).sum()
+    }
+
+    /// Processes that had not sent all their requests by the deadline.
+    pub fn unfinished(&self) -> usize {
+        self.processes.iter().filter(|p| !p.finished).count()
     }
 
     pub fn status_429(&self) -> u64 {
@@ -249,6 +265,8 @@ impl FleetOutcome {
             "window_ms": fleet.window.as_millis() as u64,
             "items": self.items(),
             "failed": self.failed(),
+            "deadline_passed": self.deadline_passed,
+            "unfinished_processes": self.unfinished(),
             "status_429": self.status_429(),
             "server_admitted": self.admitted,
             "server_rejected": self.rejected,
@@ -261,6 +279,7 @@ impl FleetOutcome {
                     "process": p.index + 1,
                     "items": p.items,
                     "failed": p.failed,
+                    "finished": p.finished,
                     "status_429": p.status_429,
                     "slowest_ms": p.slowest.as_millis() as u64,
                     "redis_calls": p.redis_calls,
@@ -393,10 +412,19 @@ pub async fn run(
     let mut ready = 0;
     let start_by = Instant::now() + START_LIMIT;
     while ready < fleet.processes {
-        match listen(&hear, start_by)? {
-            Heard::Line(_, line) if line == READY => ready += 1,
-            Heard::Line(..) => {}
-            Heard::Gone(index) => return Err(format!("worker {index} ended before it was ready")),
+        match listen(&hear, start_by) {
+            Ok(Heard::Line(_, line)) if line == READY => ready += 1,
+            Ok(Heard::Line(..)) => {}
+            Ok(Heard::Gone(index)) => {
+                return Err(format!("worker {index} ended before it was ready"));
+            }
+            Err(Listen::Timeout) => {
+                return Err(format!(
+                    "{ready} of {} workers ready after {START_LIMIT:?}",
+                    fleet.processes
+                ));
+            }
+            Err(Listen::Gone) => return Err("every worker is gone".to_owned()),
         }
     }
     note(&format!(
@@ -413,18 +441,33 @@ pub async fn run(
             .map_err(|error| format!("cannot tell worker {index} to go: {error}"))?;
     }
 
-    // Bounded: a job four times slower than the quota, and a minute more, is a failed run.
-    let done_by = started + fleet.quota_time() * 4 + Duration::from_secs(60);
+    let done_by = started + fleet.deadline;
     let mut reports: Vec<Option<ProcessReport>> = vec![None; fleet.processes];
     let mut left = fleet.processes;
     let mut elapsed = Duration::ZERO;
+    let mut deadline_passed = false;
     while left > 0 {
-        match listen(&hear, done_by)? {
+        let heard = match listen(&hear, done_by) {
+            Ok(heard) => heard,
+            Err(Listen::Timeout) => {
+                deadline_passed = true;
+                elapsed = started.elapsed();
+                break;
+            }
+            Err(Listen::Gone) => return Err("every worker is gone".to_owned()),
+        };
+        match heard {
             Heard::Line(index, line) => {
-                if let Some(report) = line.strip_prefix(REPORT) {
-                    let report = ProcessReport::from_json(report)
-                        .ok_or_else(|| format!("worker {index} reported {report:?}"))?;
-                    reports[index] = Some(report);
+                let (tallies, last) = match (line.strip_prefix(PROGRESS), line.strip_prefix(REPORT))
+                {
+                    (Some(tallies), _) => (tallies, false),
+                    (_, Some(tallies)) => (tallies, true),
+                    _ => continue,
+                };
+                let report = ProcessReport::from_json(tallies)
+                    .ok_or_else(|| format!("worker {index} reported {tallies:?}"))?;
+                reports[index] = Some(report);
+                if last {
                     left -= 1;
                     elapsed = started.elapsed();
                     if left.is_multiple_of(10) && left > 0 {
@@ -432,27 +475,58 @@ pub async fn run(
                     }
                 }
             }
-            Heard::Gone(index) if reports[index].is_none() => {
+            Heard::Gone(index) if !reports[index].as_ref().is_some_and(|r| r.finished) => {
                 return Err(format!("worker {index} ended without a report"));
             }
             Heard::Gone(_) => {}
         }
     }
+    if deadline_passed {
+        note(&format!(
+            "{left} processes had not finished at the deadline ({:.0} s): stopped, their \
+             figures so far below",
+            fleet.deadline.as_secs_f64()
+        ));
+    }
+    let processes = reports
+        .into_iter()
+        .enumerate()
+        .map(|(index, report)| {
+            report.unwrap_or(ProcessReport {
+                index,
+                pid: 0,
+                items: 0,
+                failed: 0,
+                finished: false,
+                status_429: 0,
+                attempts: 0,
+                slowest: Duration::ZERO,
+                redis_calls: 0,
+            })
+        })
+        .collect();
     Ok(FleetOutcome {
         api,
-        processes: reports.into_iter().flatten().collect(),
+        processes,
         elapsed,
+        deadline_passed,
         admitted: server.admitted(),
         rejected: server.rejected(),
     })
 }
 
+/// Why no worker spoke.
+enum Listen {
+    Timeout,
+    Gone,
+}
+
 /// The next thing a worker said, waiting no later than `by`.
-fn listen(hear: &mpsc::Receiver<Heard>, by: Instant) -> Result<Heard, String> {
+fn listen(hear: &mpsc::Receiver<Heard>, by: Instant) -> Result<Heard, Listen> {
     let wait = by.saturating_duration_since(Instant::now());
     tokio::task::block_in_place(|| hear.recv_timeout(wait)).map_err(|error| match error {
-        mpsc::RecvTimeoutError::Timeout => "the fleet ran past its deadline".to_owned(),
-        mpsc::RecvTimeoutError::Disconnected => "every worker is gone".to_owned(),
+        mpsc::RecvTimeoutError::Timeout => Listen::Timeout,
+        mpsc::RecvTimeoutError::Disconnected => Listen::Gone,
     })
 }
 
@@ -504,6 +578,29 @@ pub async fn work(config: WorkerConfig) -> Result<(), String> {
     if go.trim() != "go" {
         return Err("the parent left before the word to go".to_owned());
     }
+    let tally = Arc::new(std::sync::Mutex::new(ProcessReport {
+        index: config.index,
+        pid: std::process::id(),
+        items: 0,
+        failed: 0,
+        finished: false,
+        status_429: 0,
+        attempts: 0,
+        slowest: Duration::ZERO,
+        redis_calls: 0,
+    }));
+    // The tallies so far, on one line: after each request, and (finished) at the end.
+    let (counter, pacer) = (counter.clone(), pacer.clone());
+    let tell = move |tally: &mut ProcessReport, prefix: &str| {
+        tally.status_429 = counter.status_429.load(Ordering::Relaxed);
+        tally.attempts = counter.attempts.load(Ordering::Relaxed);
+        let calls = pacer.shared_calls();
+        tally.redis_calls = calls.takes + calls.gate_writes + calls.notes;
+        let mut stdout = std::io::stdout().lock();
+        let _ = writeln!(stdout, "{prefix}{}", tally.to_json());
+        let _ = stdout.flush();
+    };
+    let tell = Arc::new(tell);
     let tasks: Vec<_> = (0..config.tasks)
         .map(|task| {
             let (client, base, index, requests) = (
@@ -512,45 +609,30 @@ pub async fn work(config: WorkerConfig) -> Result<(), String> {
                 config.index,
                 config.requests,
             );
+            let (tally, tell) = (tally.clone(), tell.clone());
             tokio::spawn(async move {
-                // (items, failed, slowest)
-                let mut tally = (0usize, 0usize, Duration::ZERO);
                 for request in 0..requests {
                     let url = format!("{base}/items/{index}-{task}-{request}");
                     let sent = Instant::now();
                     let outcome = client.get(url).send().await;
-                    tally.2 = tally.2.max(sent.elapsed());
+                    let took = sent.elapsed();
+                    let mut tally = tally.lock().unwrap_or_else(|e| e.into_inner());
+                    tally.slowest = tally.slowest.max(took);
                     match outcome {
-                        Ok(response) if response.status().is_success() => tally.0 += 1,
-                        Ok(_) | Err(_) => tally.1 += 1,
+                        Ok(response) if response.status().is_success() => tally.items += 1,
+                        Ok(_) | Err(_) => tally.failed += 1,
                     }
+                    tell(&mut tally, PROGRESS);
                 }
-                tally
             })
         })
         .collect();
-    let mut report = ProcessReport {
-        index: config.index,
-        pid: std::process::id(),
-        items: 0,
-        failed: 0,
-        status_429: 0,
-        attempts: 0,
-        slowest: Duration::ZERO,
-        redis_calls: 0,
-    };
     for task in tasks {
-        let (items, failed, slowest) = task.await.map_err(|error| error.to_string())?;
-        report.items += items;
-        report.failed += failed;
-        report.slowest = report.slowest.max(slowest);
+        task.await.map_err(|error| error.to_string())?;
     }
-    report.status_429 = counter.status_429.load(Ordering::Relaxed);
-    report.attempts = counter.attempts.load(Ordering::Relaxed);
-    let calls = pacer.shared_calls();
-    report.redis_calls = calls.takes + calls.gate_writes + calls.notes;
-    println!("{REPORT}{}", report.to_json());
-    let _ = std::io::stdout().flush();
+    let mut tally = tally.lock().unwrap_or_else(|e| e.into_inner());
+    tally.finished = true;
+    tell(&mut tally, REPORT);
     Ok(())
 }
 
@@ -574,6 +656,7 @@ mod tests {
             pid: 42,
             items: 23,
             failed: 1,
+            finished: true,
             status_429: 2,
             attempts: 26,
             slowest: Duration::from_millis(1234),
