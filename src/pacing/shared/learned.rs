@@ -94,8 +94,9 @@ fn millis(duration: Duration) -> String {
 #[async_trait::async_trait]
 impl SharedStore for RedisLearned {
     async fn take(&self, key: &str, ask: TakeAsk) -> Result<StoreTake, StoreError> {
-        // A count has no clock to tell what would have refilled: tokens a batch did not use
-        // are not given back (the count is low by them, never high, until the window ends).
+        // Takes from a count are not batched (see `SharedQuota::wait_in_queue`), and tokens
+        // held here that lapse are not given back: a count has no clock to bound what may go
+        // back (it is low by them, never high, until the window ends).
         let args = [ask.cost.to_string(), ask.want.to_string()];
         let reply: Vec<String> = self
             .store

@@ -2,8 +2,8 @@
 //! process learned about when asking again is worth a round trip.
 //!
 //! Two kinds of holding share one table. A *lease* (`SharedBucket::lease(K)`) is K tokens per
-//! round trip, kept for later requests. A *batch* (no lease) is what the head of a key's queue
-//! took for the requests queued behind it: each of them spends one as its turn comes, in
+//! round trip, kept for later requests. A *batch* (a token bucket without a lease) is what the
+//! head of a key's queue took for the requests queued behind it: each of them spends one as its turn comes, in
 //! arrival order, and what is not spent within a short hold goes back to the store with the
 //! next take ([`GiveBack`]), so a request dropped in the queue takes nothing.
 

@@ -4,8 +4,8 @@
 //! processes learned from the server, shared: the gate, the quota left in the window until
 //! its reset, and the quota per window stated or inferred.
 //!
-//! One take is one script call. Only the head of a key's queue takes, and without a lease it
-//! takes for the requests queued behind it too (up to 128): at least its own cost, and as many
+//! One take is one script call. Only the head of a key's queue takes, and from a token bucket
+//! without a lease it takes for the requests queued behind it too (up to 128): at least its own cost, and as many
 //! more as the store has, handed out in arrival order as each request's turn comes. A request
 //! dropped before its turn leaves its token held here, and tokens not spent within a short
 //! hold (one token's refill time, 10–100 ms) go back with the next take; the store puts back
@@ -268,9 +268,12 @@ impl SharedQuota {
     }
 
     /// Counts a request waiting for `key`'s turn until the guard is dropped, so that the head
-    /// takes for it too (not with leases: a lease already serves many requests per take).
+    /// takes for it too. Not with leases (a lease already serves many requests per take), nor
+    /// from a learned count: with no clock to bound what may go back, a token taken for a
+    /// request that the pacer's own model then holds would be lost to every process until
+    /// the window ends.
     pub(crate) fn wait_in_queue(&self, key: &str) -> Option<WaitingGuard<'_>> {
-        (!self.leases.leases()).then(|| self.waiting.enter(key))
+        (!self.leases.leases() && !self.learns()).then(|| self.waiting.enter(key))
     }
 
     /// Takes `cost` for `key`: from the tokens held here if they are enough, else from the
