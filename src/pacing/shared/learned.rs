@@ -79,11 +79,14 @@ impl RedisLearned {
         ]
     }
 
-    /// The keys of a take: those two, and the gate.
+    /// The keys of a take: those two, and the gate (one digest of the key for all three).
     fn take_keys(&self, key: &str) -> Vec<String> {
-        let mut keys = self.keys(key);
-        keys.push(self.gate.gate_key(key));
-        keys
+        let prefix = redis_keys::key_prefix(&self.name, key);
+        vec![
+            redis_keys::key(&prefix, "left"),
+            redis_keys::key(&prefix, "quota"),
+            RedisGate::key_under(&prefix),
+        ]
     }
 }
 

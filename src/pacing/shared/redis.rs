@@ -64,8 +64,12 @@ impl RedisShared {
     /// `rp:{<name>:<digest>}:tb`, the limiter's token bucket (`RedisLimiter::token_bucket` of
     /// the same name reads the same state), and the gate beside it.
     fn keys(&self, key: &str) -> Vec<String> {
+        // One digest of the key for both.
         let prefix = redis_keys::key_prefix(&self.name, key);
-        vec![redis_keys::key(&prefix, "tb"), self.gate.gate_key(key)]
+        vec![
+            redis_keys::key(&prefix, "tb"),
+            RedisGate::key_under(&prefix),
+        ]
     }
 }
 
@@ -85,7 +89,12 @@ impl RedisGate {
 
     /// `rp:{<name>:<digest>}:gate`: beside the bucket's own keys, in the same cluster slot.
     pub(super) fn gate_key(&self, key: &str) -> String {
-        redis_keys::key(&redis_keys::key_prefix(&self.name, key), "gate")
+        Self::key_under(&redis_keys::key_prefix(&self.name, key))
+    }
+
+    /// The gate under a key's `prefix` (`rp:{<name>:<digest>}`).
+    pub(super) fn key_under(prefix: &str) -> String {
+        redis_keys::key(prefix, "gate")
     }
 
     /// Closes `key`'s gate for `wait` (a longer gate already there wins).
