@@ -5,18 +5,29 @@
 //! workers (in memory, or `--redis`), (d) no configured rate, learned from the IETF headers,
 //! (e) no configured rate against a silent server (bare 429s).
 //!
+//! With `--processes [N]` (20 when no number is given) the job runs as N worker processes
+//! instead (this program, started again in a worker mode), each of `--tasks` tasks sending
+//! `--requests` requests, sharing what they learn through a private `redis-server` (or
+//! `--redis`), against an API allowing 30 requests per 3 s by default: once with IETF headers,
+//! once stating nothing (`--against stated|silent|both`). It prints per process the items,
+//! 429s and slowest request, and in all elapsed ÷ the quota's minimum.
+//!
 //! ```text
-//! cargo run --example partner_sync --features mock
-//! cargo run --example partner_sync --features mock -- --modes ce --redis redis://127.0.0.1:6379
-//! cargo run --example partner_sync --features mock -- --items 500 --workers 50 --limit 100
+//! cargo run --example partner_sync --features mock,redis
+//! cargo run --example partner_sync --features mock,redis -- --modes ce --redis redis://127.0.0.1:6379
+//! cargo run --example partner_sync --features mock,redis -- --items 500 --workers 50 --limit 100
+//! cargo run --release --example partner_sync --features mock,redis -- --processes 50
 //! ```
 //! Shows a progress bar per mode on a terminal (plain lines otherwise), then a table: elapsed,
 //! 429 responses, retries, failed items, the slowest item, and elapsed ÷ the time the quota
-//! needs for the items; the last line is a JSON array with one object per mode.
+//! needs for the items; the last line is a JSON array with one object per mode (or per API,
+//! with `--processes`).
 
 #[path = "demos/cli.rs"]
 #[allow(dead_code)]
 mod cli;
+#[path = "demos/partner_fleet.rs"]
+mod fleet;
 #[path = "demos/partner_sync.rs"]
 mod sync;
 
@@ -42,18 +53,43 @@ struct Flags {
     /// Workers fetching items concurrently.
     #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u64).range(1..=1000))]
     workers: u64,
-    /// The API's quota: requests per window, for everyone together.
-    #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u32).range(1..))]
-    limit: u32,
-    /// The quota's window, in milliseconds.
-    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..=3_600_000))]
-    window_ms: u64,
+    /// The API's quota: requests per window, for everyone together [default: 50; 30 with
+    /// --processes].
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
+    limit: Option<u32>,
+    /// The quota's window, in milliseconds [default: 1000; 3000 with --processes].
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=3_600_000))]
+    window_ms: Option<u64>,
     /// Share mode (c)'s bucket through this Redis (e.g. redis://127.0.0.1:6379).
     #[arg(long)]
     redis: Option<String>,
     /// Which modes to run, as letters (e.g. "ace"; default all: abcde).
-    #[arg(long, default_value = "abcde", value_parser = sync::parse_modes)]
+    #[arg(long, default_value = "abcde", value_parser = sync::parse_modes, conflicts_with = "processes")]
     modes: sync::Modes,
+    /// Run the job as this many worker processes sharing through Redis (20 if no number).
+    #[arg(long, num_args = 0..=1, default_missing_value = "20",
+          value_parser = clap::value_parser!(u64).range(1..=500),
+          conflicts_with_all = ["items", "workers"])]
+    processes: Option<u64>,
+    /// With --processes: tasks per process.
+    #[arg(long, default_value_t = 2, requires = "processes",
+          value_parser = clap::value_parser!(u64).range(1..=100))]
+    tasks: u64,
+    /// With --processes: requests per task.
+    #[arg(long, default_value_t = 12, requires = "processes",
+          value_parser = clap::value_parser!(u64).range(1..=10_000))]
+    requests: u64,
+    /// With --processes: stop the workers after this many seconds, and report what they did
+    /// so far [default: 10 × the quota's time, and a minute].
+    #[arg(long, requires = "processes", value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    deadline_s: Option<u64>,
+    /// With --processes: what the API states.
+    #[arg(long, default_value = "both", requires = "processes",
+          value_parser = ["stated", "silent", "both"])]
+    against: String,
+    /// Run as one worker of a --processes job (started by it, settings in the environment).
+    #[arg(long, hide = true)]
+    worker: bool,
 }
 
 #[tokio::main]
@@ -62,6 +98,12 @@ async fn main() -> ExitCode {
         Ok(flags) => flags,
         Err(code) => return code,
     };
+    if flags.worker {
+        return worker().await;
+    }
+    if let Some(processes) = flags.processes {
+        return run_fleet(&flags, processes as usize).await;
+    }
     let redis = match &flags.redis {
         None => None,
         Some(url) => match cli::connect_redis(url).await {
@@ -72,8 +114,8 @@ async fn main() -> ExitCode {
     let job = Job {
         items: flags.items as usize,
         workers: flags.workers as usize,
-        limit: flags.limit,
-        window: Duration::from_millis(flags.window_ms),
+        limit: flags.limit.unwrap_or(50),
+        window: Duration::from_millis(flags.window_ms.unwrap_or(1000)),
         redis,
         run_id: cli::run_id(PROGRAM),
     };
@@ -116,6 +158,130 @@ async fn main() -> ExitCode {
     let figures: Vec<serde_json::Value> = outcomes.iter().map(|o| figures(o, &job)).collect();
     println!("{}", serde_json::Value::Array(figures));
     ExitCode::SUCCESS
+}
+
+/// One worker process of a `--processes` job.
+async fn worker() -> ExitCode {
+    let outcome = match fleet::WorkerConfig::from_env() {
+        Some(Ok(config)) => fleet::work(config).await,
+        Some(Err(message)) => Err(message),
+        None => Err(format!(
+            "--worker is for the processes of --processes (no {})",
+            fleet::WORKER_ENV
+        )),
+    };
+    match outcome {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(message) => {
+            eprintln!("{PROGRAM} worker: {message}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// The job as `processes` worker processes, against each API `--against` names.
+async fn run_fleet(flags: &Flags, processes: usize) -> ExitCode {
+    let mut job = fleet::Fleet {
+        processes,
+        tasks: flags.tasks as usize,
+        requests: flags.requests as usize,
+        limit: flags.limit.unwrap_or(30),
+        window: Duration::from_millis(flags.window_ms.unwrap_or(3000)),
+        redis: flags.redis.clone(),
+        deadline: Duration::ZERO,
+    };
+    job.deadline = match flags.deadline_s {
+        Some(seconds) => Duration::from_secs(seconds),
+        None => job.quota_time() * 10 + Duration::from_secs(60),
+    };
+    let program = match std::env::current_exe() {
+        Ok(program) => program,
+        Err(error) => return cli::bad_input(PROGRAM, format!("cannot find this program: {error}")),
+    };
+    let worker = fleet::WorkerCommand {
+        program,
+        args: vec!["--worker".to_owned()],
+    };
+    let apis: &[fleet::Api] = match flags.against.as_str() {
+        "stated" => &[fleet::Api::Stated],
+        "silent" => &[fleet::Api::Silent],
+        _ => &[fleet::Api::Stated, fleet::Api::Silent],
+    };
+    println!(
+        "Partner sync as {} processes × {} tasks × {} requests = {} items; the API allows {} \
+         requests per {} ms for everyone together, so the quota needs {:.1} s for them. The \
+         processes share what they learn through Redis; no rate is configured.",
+        job.processes,
+        job.tasks,
+        job.requests,
+        job.items(),
+        job.limit,
+        job.window.as_millis(),
+        job.quota_time().as_secs_f64()
+    );
+    let mut figures = Vec::new();
+    for &api in apis {
+        let note = |line: &str| eprintln!("{PROGRAM}: ({}) {line}", api.name());
+        let outcome = match fleet::run(&job, api, &worker, &note).await {
+            Ok(outcome) => outcome,
+            Err(message) => {
+                eprintln!("{PROGRAM}: ({}) {message}", api.name());
+                return ExitCode::FAILURE;
+            }
+        };
+        print_fleet(&outcome, &job);
+        figures.push(outcome.to_json(&job));
+    }
+    println!("{}", serde_json::Value::Array(figures));
+    ExitCode::SUCCESS
+}
+
+fn print_fleet(outcome: &fleet::FleetOutcome, job: &fleet::Fleet) {
+    println!("\nAgainst an API with a {}:", outcome.api.name());
+    println!(
+        "{:>8} {:>6} {:>7} {:>6} {:>9}",
+        "process", "items", "failed", "429s", "slowest"
+    );
+    for process in &outcome.processes {
+        println!(
+            "{:>8} {:>6} {:>7} {:>6} {:>9}{}",
+            process.index + 1,
+            process.items,
+            process.failed,
+            process.status_429,
+            format!("{:.1} s", process.slowest.as_secs_f64()),
+            if process.finished {
+                ""
+            } else {
+                "  (unfinished at the deadline)"
+            }
+        );
+    }
+    println!(
+        "{:>8} {:>6} {:>7} {:>6} {:>9}",
+        "all",
+        outcome.items(),
+        outcome.failed(),
+        outcome.status_429(),
+        format!("{:.1} s", outcome.slowest().as_secs_f64())
+    );
+    if outcome.deadline_passed {
+        println!(
+            "{} of {} processes had not finished at the deadline: the time below is the \
+             deadline's",
+            outcome.unfinished(),
+            job.processes
+        );
+    }
+    println!(
+        "elapsed {:.1} s ÷ the quota's {:.1} s = {:.2} (the API admitted {} and answered 429 \
+         {} times)",
+        outcome.elapsed.as_secs_f64(),
+        job.quota_time().as_secs_f64(),
+        outcome.quota_ratio(job),
+        outcome.admitted,
+        outcome.rejected
+    );
 }
 
 /// A bar on a terminal; elsewhere a hidden one, and a plain line saying the mode started.

@@ -25,6 +25,10 @@ mod cli;
 mod layered_limits;
 #[cfg(feature = "mock")]
 #[allow(dead_code)]
+#[path = "../examples/demos/partner_fleet.rs"]
+mod partner_fleet;
+#[cfg(feature = "mock")]
+#[allow(dead_code)]
 #[path = "../examples/demos/partner_sync.rs"]
 mod partner_sync;
 #[path = "../examples/demos/redis_atomicity.rs"]
@@ -663,6 +667,77 @@ mod partner_sync_demo {
         let outcome = run(Mode::SharedBucket, &job(Some(store))).await;
         assert!(outcome.status_429 <= 3, "{outcome:#?}");
         assert_eq!(outcome.failed, 0, "{outcome:#?}");
+    }
+
+    /// A fleet of three worker processes (this test binary, started again on
+    /// [`fleet_worker`]) shares one API's quota through a private `redis-server`: 3 processes
+    /// × 2 tasks × 3 requests against 6 per second, with headers and stating nothing. Every
+    /// process runs its requests to the end, takes from Redis, and loses nothing; the API
+    /// admits every item.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_fleet_of_three_processes_shares_one_quota_through_redis() {
+        use super::partner_fleet::{self, Api, Fleet, WorkerCommand};
+        let _timing = real_time().await;
+        let fleet = Fleet {
+            processes: 3,
+            tasks: 2,
+            requests: 3,
+            limit: 6,
+            window: Duration::from_secs(1),
+            redis: None,
+            deadline: Duration::from_secs(60),
+        };
+        let worker = WorkerCommand {
+            program: std::env::current_exe().unwrap(),
+            args: [
+                "partner_sync_demo::fleet_worker",
+                "--exact",
+                "--ignored",
+                "--nocapture",
+            ]
+            .map(String::from)
+            .into(),
+        };
+        for api in [Api::Stated, Api::Silent] {
+            let outcome = partner_fleet::run(&fleet, api, &worker, &|line| eprintln!("{line}"))
+                .await
+                .unwrap();
+            eprintln!("{}", outcome.to_json(&fleet));
+            let pids: std::collections::BTreeSet<u32> =
+                outcome.processes.iter().map(|p| p.pid).collect();
+            assert!(!outcome.deadline_passed, "{outcome:#?}");
+            assert_eq!(pids.len(), 3, "{outcome:#?}");
+            assert!(!pids.contains(&std::process::id()));
+            for process in &outcome.processes {
+                assert!(process.finished, "{outcome:#?}");
+                assert_eq!((process.items, process.failed), (6, 0), "{outcome:#?}");
+                assert!(
+                    process.attempts >= 6 && process.redis_calls > 0,
+                    "{outcome:#?}"
+                );
+            }
+            assert_eq!(outcome.admitted, 18, "{outcome:#?}");
+            assert_eq!(
+                outcome.status_429(),
+                outcome.rejected as u64,
+                "{outcome:#?}"
+            );
+            // 18 items at 6 per clock-aligned window: three windows' worth, the first of
+            // which may be nearly over at the start.
+            assert!(outcome.elapsed > Duration::from_secs(1), "{outcome:#?}");
+        }
+    }
+
+    /// A worker process of the fleet test, which starts this binary on this test alone, its
+    /// settings in the environment. Run any other way, it has nothing to do.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    #[ignore = "a worker process of a_fleet_of_three_processes_shares_one_quota_through_redis"]
+    async fn fleet_worker() {
+        use super::partner_fleet::{WorkerConfig, work};
+        match WorkerConfig::from_env() {
+            Some(config) => work(config.unwrap()).await.unwrap(),
+            None => eprintln!("fleet_worker: not started by the fleet test; nothing to do"),
+        }
     }
 
     #[test]

@@ -53,6 +53,18 @@ pub enum PacingError {
         #[source]
         reason: StoreError,
     },
+    /// The shared quota's store (Redis) refuses this client's settings (credentials, ACL):
+    /// a configuration error, whatever the failure policy, since a job let through would run
+    /// unpaced on a quota its owner believes shared.
+    #[error(
+        "the shared quota store refuses this client's settings: fix its credentials or \
+         permissions (no failure policy applies)"
+    )]
+    StoreMisconfigured {
+        /// What the store refused ([`StoreError::Misconfigured`]), without keys or secrets.
+        #[source]
+        reason: StoreError,
+    },
 }
 
 impl PacingError {
@@ -62,7 +74,9 @@ impl PacingError {
             PacingError::Throttled { wait, .. } | PacingError::WaitTooLong { wait, .. } => {
                 Some(*wait)
             }
-            PacingError::CostTooHigh { .. } | PacingError::StoreUnavailable { .. } => None,
+            PacingError::CostTooHigh { .. }
+            | PacingError::StoreUnavailable { .. }
+            | PacingError::StoreMisconfigured { .. } => None,
         }
     }
 
@@ -72,7 +86,9 @@ impl PacingError {
         match self {
             PacingError::Throttled { server_wait, .. }
             | PacingError::WaitTooLong { server_wait, .. } => *server_wait,
-            PacingError::CostTooHigh { .. } | PacingError::StoreUnavailable { .. } => None,
+            PacingError::CostTooHigh { .. }
+            | PacingError::StoreUnavailable { .. }
+            | PacingError::StoreMisconfigured { .. } => None,
         }
     }
 

@@ -36,10 +36,11 @@
 //!    says, so the pacer never exceeds it;
 //! 3. **a shared bucket** (`SharedBucket`, feature `redis`): a token bucket in Redis
 //!    (standalone or Cluster) that every process takes from, so N processes share one quota
-//!    instead of each using its own. Only the head of each queue asks Redis, so round trips stay near one per request
-//!    however many requests wait. A 429 seen by one process closes a gate in Redis (a key with
-//!    a TTL, never a client timestamp) that every other process sees with its next take from
-//!    Redis (read in the same round trip, at most once per 100 ms). Optional leases take K
+//!    instead of each using its own. Only the head of each queue asks Redis, and it takes for
+//!    the requests queued behind it too, in one script call, handing the tokens out in arrival
+//!    order: a request costs at most one call however many wait. A 429 seen by one process
+//!    closes a gate in Redis (a key with a TTL, never a client timestamp) that every other
+//!    process sees with its next take (the take's script reads it). Optional leases take K
 //!    tokens per round trip and spend them locally: round trips fall to 1/K per request, and
 //!    the processes together may run ahead of the quota by at most K × processes requests;
 //!    across processes, strict order is not possible, but processes take turns for leases
@@ -53,9 +54,10 @@
 //! is refused at once ([`PacingMode`]); a refusal is a [`PacingError`] carrying the wait.
 //!
 //! Waiting is cancellation-safe: a request dropped in the queue has taken nothing and leaves
-//! the queue whole; a head dropped while it acts passes its turn on and gives back what it took
-//! from this process's buckets. (One dropped during the Redis call itself may have taken its
-//! token there: the script runs whether or not anyone reads the answer.)
+//! the queue whole (a token its head took for it goes back to Redis with the next take); a
+//! head dropped while it acts passes its turn on and gives back what it took from this
+//! process's buckets, and a Redis call it leaves unanswered is read by the next head, which
+//! uses what it took.
 //! [`PacingMiddleware`] does all this per attempt inside a `reqwest-middleware` stack, under
 //! the retry middleware so that retries are paced too.
 //!

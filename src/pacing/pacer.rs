@@ -197,8 +197,7 @@ impl Pacer {
     /// Requests on one key are served in arrival order. Cancellation-safe: a request dropped
     /// while it waits in the queue has taken nothing and leaves the queue whole; one dropped
     /// at the head passes its turn on (tokens it took from this process's buckets are given
-    /// back; a Redis call already sent may have taken its token: the script runs whether or
-    /// not anyone reads the answer).
+    /// back; a Redis call already sent is read by the next head, which uses what it took).
     pub async fn acquire(&self, key: &str, cost: u64) -> Result<Permit, PacingError> {
         self.acquire_by(key, cost, 0, None).await
     }
@@ -226,7 +225,13 @@ impl Pacer {
         };
         let queue = self.inner.keys.queue(key);
         // Nobody waiting: the turn is free at once, without arming a timer.
-        let turn = match (queue.turn.try_acquire(), mode) {
+        let free = queue.turn.try_acquire();
+        // Counted while it waits: the head takes from a shared bucket for the queue behind it.
+        let waiting = match (&free, &self.inner.shared) {
+            (Err(_), Some(shared)) => shared.wait_in_queue(key),
+            _ => None,
+        };
+        let turn = match (free, mode) {
             (Ok(turn), _) => Ok(turn),
             (Err(_), PacingMode::Wait { max_wait }) => {
                 match tokio::time::timeout(max_wait, queue.turn.acquire()).await {
@@ -246,6 +251,7 @@ impl Pacer {
         };
         // The semaphore is never closed.
         let _turn = turn.expect("a pacing queue is never closed");
+        drop(waiting);
         self.serve_head(key, cost, bytes, started, &queue, mode)
             .await
     }
@@ -457,6 +463,9 @@ impl Pacer {
                 }
                 SharedTake::Unavailable(reason) => {
                     return Err(PacingError::StoreUnavailable { reason });
+                }
+                SharedTake::Misconfigured(reason) => {
+                    return Err(PacingError::StoreMisconfigured { reason });
                 }
             }
         }

@@ -20,7 +20,6 @@ const RUN: Duration = Duration::from_secs(3);
 struct Run {
     admitted: u64,
     takes: u64,
-    gate_reads: u64,
     /// Per process: requests admitted, and the longest any of its requests waited.
     per_process: Vec<(u64, Duration)>,
 }
@@ -55,32 +54,17 @@ async fn run(name: &str, burst: u32, own_rate: Option<Rate>) -> Run {
         let acquired = client.await.unwrap();
         per_process.push((acquired.admitted, acquired.longest_wait));
     }
-    let (takes, gate_reads) = pacers.iter().fold((0, 0), |(t, g), p| {
-        let calls = p.shared_calls();
-        (t + calls.takes, g + calls.gate_reads)
-    });
     let run = Run {
         admitted: per_process.iter().map(|&(admitted, _)| admitted).sum(),
-        takes,
-        gate_reads,
+        // Each take reads the shared gate in the same script: there is no other call.
+        takes: pacers.iter().map(|p| p.shared_calls().takes).sum(),
         per_process,
     };
     println!(
-        "{name}: {} admitted, {} takes, {} gate reads; per process (admitted, longest wait): {:?}",
-        run.admitted, run.takes, run.gate_reads, run.per_process
+        "{name}: {} admitted, {} takes; per process (admitted, longest wait): {:?}",
+        run.admitted, run.takes, run.per_process
     );
     run
-}
-
-/// The shared gate is read beside a take only, at most once per 100 ms per process.
-fn assert_gate_reads_bounded(run: &Run) {
-    let per_process = RUN.as_millis() as u64 / 100 + 2;
-    assert!(
-        run.gate_reads <= run.takes.min(PROCESSES as u64 * per_process),
-        "{} gate reads for {} takes",
-        run.gate_reads,
-        run.takes
-    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -104,7 +88,6 @@ async fn with_tokens_to_spare_a_lease_of_k_costs_one_take_per_k_requests() {
         run.takes,
         run.admitted
     );
-    assert_gate_reads_bounded(&run);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -142,5 +125,4 @@ async fn saturated_processes_overshoot_by_at_most_k_each_and_take_turns() {
         run.takes,
         run.admitted
     );
-    assert_gate_reads_bounded(&run);
 }

@@ -1,9 +1,13 @@
 //! A quota shared by many processes through Redis (real `redis-server`, 127.0.0.1): eight
 //! clients on eight connections hold one rate; local buckets alone would admit eight times it.
-//! Redis Cluster holds the quota too, and skewed client clocks do not matter.
+//! Redis Cluster holds the quota too, and skewed client clocks do not matter. Without leases a
+//! request costs one script call however many tasks queue, and the head of a key's queue takes
+//! for the requests behind it, handing the tokens out in order and giving back what a dropped
+//! request left.
 
 use std::time::{Duration, Instant};
 
+use http::StatusCode;
 use reqwest_polite::RateLimitInfo;
 use reqwest_polite::limiter::redis::{RedisLimiter, RedisOptions, RedisStore};
 use reqwest_polite::pacing::{Pacer, PacingMode, SharedBucket, StoreFailure};
@@ -249,4 +253,122 @@ async fn learned_quotas_are_shared_through_redis_cluster() {
         let health = pacer.store_health().unwrap();
         assert_eq!((health.outages, health.decided_without_store), (0, 0));
     }
+}
+
+/// `tasks` tasks each send `per_task` requests on one key through `pacer`: a permit, 2 ms of
+/// request, and a response (200, no rate-limit fields) fed back as the middleware does.
+async fn send_requests(pacer: &Pacer, tasks: usize, per_task: usize) {
+    let clients: Vec<_> = (0..tasks)
+        .map(|_| {
+            let pacer = pacer.clone();
+            tokio::spawn(async move {
+                for _ in 0..per_task {
+                    let permit = pacer.acquire("partner.example:443", 1).await.unwrap();
+                    tokio::time::sleep(Duration::from_millis(2)).await;
+                    permit
+                        .finish(StatusCode::OK, &RateLimitInfo::default())
+                        .await;
+                }
+            })
+        })
+        .collect();
+    for client in clients {
+        client.await.unwrap();
+    }
+}
+
+/// The issue's case: a rate of 10 per second, burst 1, no lease, 8 or 64 tasks on one key
+/// (so every request waits its turn). Counted by the Redis server itself (`INFO commandstats`)
+/// and by the pacer: one script call per request, the gate read inside the take.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn without_leases_a_request_costs_one_script_call_however_many_tasks_queue() {
+    let _turn = take_turn(module_path!()).await;
+    let redis = RedisServer::start();
+    for (tasks, per_task) in [(8, 5), (64, 1)] {
+        let store = RedisStore::standalone(&redis.url(), options())
+            .await
+            .unwrap();
+        let name = format!("calls-{tasks}");
+        let bucket = SharedBucket::redis(store, &name, Rate::per_second(nz(10)))
+            .on_failure(StoreFailure::FailClosed);
+        let pacer = Pacer::builder().shared(bucket).mode(wait_mode()).build();
+        redis.reset_stats();
+        let started = Instant::now();
+        send_requests(&pacer, tasks, per_task).await;
+        let elapsed = started.elapsed();
+        let requests = (tasks * per_task) as u64;
+        let calls = redis.script_calls();
+        let per_request = calls as f64 / requests as f64;
+        println!(
+            "{tasks} tasks: {requests} requests in {elapsed:?} ({:.2} s at the rate), {calls} \
+             script calls ({per_request:.3} per request), the pacer's count {:?}",
+            (requests - 1) as f64 / 10.0,
+            pacer.shared_calls()
+        );
+        assert!(
+            per_request <= 1.05,
+            "{tasks} tasks: {calls} script calls for {requests} requests"
+        );
+        assert_eq!(pacer.shared_calls().takes, calls, "every call is a take");
+        // Never faster than the bucket: its one token, then one per 100 ms.
+        assert!(
+            elapsed
+                >= Duration::from_millis(100) * (requests as u32 - 1) - Duration::from_millis(20),
+            "{requests} requests in {elapsed:?}"
+        );
+    }
+}
+
+/// The head of a key's queue takes for the requests behind it, and what it took for requests
+/// dropped before their turn goes back to Redis: at the end the bucket holds exactly its
+/// capacity less the requests served. Nothing refills (one token per 1,000 s), and a local
+/// rate (100 per second) lets the queue through slower than the batches come, so tokens also
+/// lapse in hand and go back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn tokens_taken_for_the_queue_go_to_it_or_back_to_redis() {
+    use rand::{RngExt, SeedableRng};
+    let _turn = take_turn(module_path!()).await;
+    let redis = RedisServer::start();
+    let store = RedisStore::standalone(&redis.url(), options())
+        .await
+        .unwrap();
+    let rate = refill(0.001, 400);
+    let bucket =
+        SharedBucket::redis(store.clone(), "batches", rate).on_failure(StoreFailure::FailClosed);
+    let pacer = Pacer::builder()
+        .shared(bucket)
+        .rate(Rate::per_second(nz(100)))
+        .mode(wait_mode())
+        .build();
+    let served = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let tasks: Vec<_> = (0..200)
+        .map(|_| {
+            let (pacer, served) = (pacer.clone(), served.clone());
+            tokio::spawn(async move {
+                drop(pacer.acquire("k", 1).await.unwrap());
+                served.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            })
+        })
+        .collect();
+    // Drop half of them, at random places in the queue and random moments.
+    let mut rng = rand::rngs::StdRng::seed_from_u64(19);
+    for task in &tasks {
+        if rng.random_bool(0.5) {
+            task.abort();
+            tokio::time::sleep(Duration::from_micros(rng.random_range(0..3_000))).await;
+        }
+    }
+    for task in tasks {
+        let _ = task.await;
+    }
+    // After the batches' hold (100 ms), one more request carries what is left back.
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    drop(pacer.acquire("k", 1).await.unwrap());
+    let served = served.load(std::sync::atomic::Ordering::SeqCst) + 1;
+    let takes = pacer.shared_calls().takes;
+    let inspector = RedisLimiter::token_bucket(store, "batches", rate);
+    let left = inspector.check("k", 0).await.unwrap().remaining;
+    println!("{served} served in {takes} takes; the bucket holds {left} of 400");
+    assert_eq!(left, 400 - served, "{served} served");
+    assert!(takes < served / 2, "{takes} takes for {served} requests");
 }

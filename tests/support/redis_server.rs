@@ -132,6 +132,39 @@ impl RedisServer {
         )
     }
 
+    /// Forgets the server's command statistics (`CONFIG RESETSTAT`).
+    pub fn reset_stats(&self) {
+        let _: () = redis::cmd("CONFIG")
+            .arg("RESETSTAT")
+            .query(&mut self.connection())
+            .unwrap_or_else(|err| panic!("CONFIG RESETSTAT failed: {err}"));
+    }
+
+    /// Script calls the server ran to completion since the last [`reset_stats`](Self::reset_stats)
+    /// (`EVALSHA` and `EVAL`, from `INFO commandstats`; failed ones, such as the `NOSCRIPT`
+    /// that makes a client load a script, are not counted).
+    pub fn script_calls(&self) -> u64 {
+        let stats: String = redis::cmd("INFO")
+            .arg("commandstats")
+            .query(&mut self.connection())
+            .unwrap_or_else(|err| panic!("INFO commandstats failed: {err}"));
+        stats
+            .lines()
+            .filter(|line| {
+                line.starts_with("cmdstat_evalsha:") || line.starts_with("cmdstat_eval:")
+            })
+            .map(|line| {
+                let field = |name: &str| -> u64 {
+                    line.split([':', ','])
+                        .find_map(|part| part.strip_prefix(name)?.strip_prefix('='))
+                        .and_then(|value| value.parse().ok())
+                        .unwrap_or(0)
+                };
+                field("calls") - field("failed_calls")
+            })
+            .sum()
+    }
+
     /// A fresh synchronous connection, for arranging and inspecting state in tests (over TLS
     /// and with the password, for a [`start_tls`](Self::start_tls) server).
     pub fn connection(&self) -> redis::Connection {

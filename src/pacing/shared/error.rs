@@ -28,9 +28,13 @@ pub enum StoreError {
     },
     /// The store could not be reached, or the connection to it broke.
     Unreachable(Arc<dyn Error + Send + Sync>),
-    /// The store answered with an error or a reply that does not fit: a bug or a
-    /// misconfiguration rather than an outage.
+    /// The store answered with an error or a reply that does not fit: a bug rather than an
+    /// outage.
     Failed(Arc<dyn Error + Send + Sync>),
+    /// The store refused this client's settings: its credentials (`NOAUTH`, `WRONGPASS`), its
+    /// user's ACL (`NOPERM`), or settings the client cannot use. A configuration error, not an
+    /// outage: no failure policy runs requests past it.
+    Misconfigured(Arc<dyn Error + Send + Sync>),
     /// Not asked: the store failed at the last try and is set aside until its next probe
     /// (every 200 ms).
     SetAside,
@@ -42,6 +46,9 @@ impl fmt::Display for StoreError {
             Self::Timeout { after } => write!(f, "the store did not answer within {after:?}"),
             Self::Unreachable(_) => f.write_str("the store is unreachable"),
             Self::Failed(_) => f.write_str("the store failed"),
+            Self::Misconfigured(_) => {
+                f.write_str("the store refused this client's settings (credentials or permissions)")
+            }
             Self::SetAside => {
                 f.write_str("the store failed at the last try; set aside until the next probe")
             }
@@ -54,7 +61,9 @@ impl fmt::Display for StoreError {
 impl Error for StoreError {
     fn source(&self) -> Option<&(dyn Error + 'static)> {
         match self {
-            Self::Unreachable(source) | Self::Failed(source) => Some(&**source),
+            Self::Unreachable(source) | Self::Failed(source) | Self::Misconfigured(source) => {
+                Some(&**source)
+            }
             Self::Timeout { .. } | Self::SetAside => None,
         }
     }
@@ -72,9 +81,16 @@ impl StoreError {
     }
 
     /// Whether the store is out of reach (timed out, unreachable, or set aside), as opposed to
-    /// answering wrongly: the case a fail-open or local-fallback policy is for.
+    /// answering wrongly or refusing this client: the case a fail-open or local-fallback
+    /// policy is for.
     pub fn is_unavailable(&self) -> bool {
-        !matches!(self, Self::Failed(_))
+        !matches!(self, Self::Failed(_) | Self::Misconfigured(_))
+    }
+
+    /// Whether the store refused this client's settings (credentials, ACL): a configuration
+    /// error, which no failure policy lets requests past.
+    pub fn is_misconfigured(&self) -> bool {
+        matches!(self, Self::Misconfigured(_))
     }
 }
 
@@ -84,7 +100,9 @@ impl PartialEq for StoreError {
     fn eq(&self, other: &Self) -> bool {
         match (self, other) {
             (Self::Timeout { after: a }, Self::Timeout { after: b }) => a == b,
-            (Self::Unreachable(a), Self::Unreachable(b)) | (Self::Failed(a), Self::Failed(b)) => {
+            (Self::Unreachable(a), Self::Unreachable(b))
+            | (Self::Failed(a), Self::Failed(b))
+            | (Self::Misconfigured(a), Self::Misconfigured(b)) => {
                 Chain(a.as_ref()).to_string() == Chain(b.as_ref()).to_string()
             }
             (Self::SetAside, Self::SetAside) => true,
@@ -124,9 +142,13 @@ mod tests {
     #[test]
     fn says_which_failures_are_outages() {
         let failed = StoreError::Failed(Arc::new(std::fmt::Error));
+        let misconfigured = StoreError::Misconfigured(Arc::new(std::fmt::Error));
         assert!(refused().is_unavailable() && !refused().is_timeout());
+        assert!(!refused().is_misconfigured());
         assert!(StoreError::SetAside.is_unavailable() && StoreError::SetAside.is_set_aside());
-        assert!(!failed.is_unavailable() && !failed.is_set_aside());
+        assert!(!failed.is_unavailable() && !failed.is_set_aside() && !failed.is_misconfigured());
+        assert!(misconfigured.is_misconfigured() && !misconfigured.is_unavailable());
+        assert_ne!(failed, misconfigured);
     }
 
     #[test]

@@ -1,8 +1,10 @@
 //! Whether the store is worth asking, and a warning about it that does not flood the logs.
 
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+use super::StoreError;
 use crate::time::nanos::duration_nanos;
 
 /// How often a store that failed is tried again: the pacer is back on the shared bucket within
@@ -21,6 +23,9 @@ pub(super) struct StoreHealth {
     outages: AtomicU64,
     /// Requests decided by the failure policy instead of the store.
     without_store: AtomicU64,
+    /// The last failure, when the store refused this client's settings: what every request
+    /// gets until the store answers.
+    misconfigured: Mutex<Option<StoreError>>,
 }
 
 /// How a pacer's shared store has fared: poll it to see an outage without installing a
@@ -35,15 +40,20 @@ pub struct StoreHealthReport {
     /// Requests decided by the failure policy (let through, refused, or paced locally) because
     /// the store was out of reach.
     pub decided_without_store: u64,
+    /// Whether the last failure was the store refusing this client's settings (credentials,
+    /// ACL): requests then fail with
+    /// [`PacingError::StoreMisconfigured`](crate::pacing::PacingError::StoreMisconfigured),
+    /// whatever the failure policy.
+    pub misconfigured: bool,
 }
 
 /// Says `message` where a person will see it: as a `tracing` event, and on stderr too when the
 /// program installed no `tracing` subscriber (an outage must not pass unnoticed).
-fn tell(warning: bool, message: std::fmt::Arguments<'_>) {
-    if warning {
-        tracing::warn!("{message}");
-    } else {
-        tracing::info!("{message}");
+fn tell(level: tracing::Level, message: std::fmt::Arguments<'_>) {
+    match level {
+        tracing::Level::ERROR => tracing::error!("{message}"),
+        tracing::Level::WARN => tracing::warn!("{message}"),
+        _ => tracing::info!("{message}"),
     }
     if !tracing::dispatcher::has_been_set() {
         eprintln!("reqwest-polite: {message}");
@@ -60,11 +70,20 @@ impl StoreHealth {
     /// The store answered.
     pub(super) fn answered(&self) {
         if self.retry_at.swap(0, Ordering::Relaxed) != 0 {
+            *self.misconfigured.lock().unwrap_or_else(|e| e.into_inner()) = None;
             tell(
-                false,
+                tracing::Level::INFO,
                 format_args!("pacing: shared quota store reachable again"),
             );
         }
+    }
+
+    /// The misconfiguration the store was last set aside for, if that was why.
+    pub(super) fn misconfigured(&self) -> Option<StoreError> {
+        self.misconfigured
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
     /// A request was decided by the failure policy instead of the store.
@@ -78,29 +97,58 @@ impl StoreHealth {
             reachable: self.retry_at.load(Ordering::Relaxed) == 0,
             outages: self.outages.load(Ordering::Relaxed),
             decided_without_store: self.without_store.load(Ordering::Relaxed),
+            misconfigured: self
+                .misconfigured
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .is_some(),
         }
     }
 
-    /// The store failed at `now`: it is set aside until the next probe. The first failure of
-    /// an outage is told at once (see [`tell`]), with `policy` and `error`. Returns whether
-    /// this failure should be warned about again (at most once per 10 s).
+    /// The store failed at `now` with `error` (`shown` as it is logged): it is set aside until
+    /// the next probe. The first failure of an outage is told at once (see [`tell`]): a
+    /// misconfiguration as an error, anything else as a warning with `policy`. Returns whether
+    /// this failure should be told again (at most once per 10 s).
     pub(super) fn failed(
         &self,
         now: Duration,
         policy: &dyn std::fmt::Debug,
-        error: &dyn std::fmt::Display,
+        error: &StoreError,
+        shown: &dyn std::fmt::Display,
     ) -> bool {
+        let misconfigured = error.is_misconfigured();
+        let was_misconfigured = {
+            let mut last = self.misconfigured.lock().unwrap_or_else(|e| e.into_inner());
+            let was = last.is_some();
+            *last = misconfigured.then(|| error.clone());
+            was
+        };
         let now = duration_nanos(now);
         let retry_at = now.saturating_add(duration_nanos(PROBE_EVERY)).max(1);
-        if self.retry_at.swap(retry_at, Ordering::Relaxed) == 0 {
+        let first = self.retry_at.swap(retry_at, Ordering::Relaxed) == 0;
+        if first {
             self.outages.fetch_add(1, Ordering::Relaxed);
-            tell(
-                true,
-                format_args!(
-                    "pacing: shared quota store unreachable ({error}); policy {policy:?} decides \
-                     until it answers"
-                ),
-            );
+        }
+        // A store that turns from unreachable to refusing (or back) is news at once too.
+        if first || misconfigured != was_misconfigured {
+            if misconfigured {
+                tell(
+                    tracing::Level::ERROR,
+                    format_args!(
+                        "pacing: the shared quota store refuses this client's settings \
+                         ({shown}): a configuration error; requests fail until it is fixed, \
+                         whatever the failure policy"
+                    ),
+                );
+            } else {
+                tell(
+                    tracing::Level::WARN,
+                    format_args!(
+                        "pacing: shared quota store unreachable ({shown}); policy {policy:?} \
+                         decides until it answers"
+                    ),
+                );
+            }
             self.last_warning_at.store(now.max(1), Ordering::Relaxed);
             return false;
         }
@@ -121,7 +169,10 @@ mod tests {
     fn a_failed_store_is_set_aside_until_the_next_probe_and_warned_about_sparingly() {
         let health = StoreHealth::default();
         let at = |ms: u64| Duration::from_millis(ms);
-        let failed = |ms: u64| health.failed(at(ms), &"FailOpen", &"connection refused");
+        let timed_out = StoreError::Timeout {
+            after: Duration::from_millis(50),
+        };
+        let failed = |ms: u64| health.failed(at(ms), &"FailOpen", &timed_out, &"timed out");
         assert!(health.is_due(at(0)));
         // The first failure of an outage is told at once, not again as a repeat warning.
         assert!(!failed(1));
@@ -137,5 +188,26 @@ mod tests {
         // The next failure is a new outage.
         assert!(!failed(10_004));
         assert_eq!(health.report().outages, 2);
+    }
+
+    #[test]
+    fn a_misconfiguration_is_remembered_until_the_store_answers() {
+        let health = StoreHealth::default();
+        let at = |ms: u64| Duration::from_millis(ms);
+        let refused = StoreError::Misconfigured(std::sync::Arc::new(std::io::Error::other(
+            "NOAUTH Authentication required.",
+        )));
+        let timed_out = StoreError::Timeout { after: at(50) };
+        assert!(!health.failed(at(0), &"FailOpen", &refused, &"refused"));
+        assert_eq!(health.misconfigured(), Some(refused.clone()));
+        assert!(health.report().misconfigured);
+        // An outage after it is an outage again, told at once (not a repeat).
+        assert!(!health.failed(at(300), &"FailOpen", &timed_out, &"timed out"));
+        assert_eq!(health.misconfigured(), None);
+        assert!(!health.failed(at(600), &"FailOpen", &refused, &"refused"));
+        health.answered();
+        assert_eq!(health.misconfigured(), None);
+        assert!(!health.report().misconfigured);
+        assert_eq!(health.report().outages, 1);
     }
 }

@@ -1,6 +1,6 @@
 //! What the processes learned from the server, shared on Redis, with no rate configured: the
-//! gate (the same keys and scripts as the token bucket's), what is left in the current window
-//! until its end, and the quota per window.
+//! gate (the token bucket's key and closing script; read by the take), what is left in the
+//! current window until its end, and the quota per window.
 //!
 //! Every key of one partition key shares the `{hash tag}` of the token bucket's keys (one
 //! Cluster slot), the identity enters only as a digest, and every time is a TTL kept by the
@@ -11,8 +11,8 @@ use std::time::Duration;
 
 use redis::Script;
 
-use super::redis::{RedisGate, store_error};
-use super::{SharedBucket, SharedFacts, SharedStore, StoreError, StoreTake};
+use super::redis::{RedisGate, field, millis as reply_millis, store_error, unexpected};
+use super::{Left, SharedBucket, SharedFacts, SharedStore, StoreError, StoreTake, TakeAsk};
 use crate::limiter::redis::RedisStore;
 use crate::limiter::redis::keys as redis_keys;
 
@@ -78,6 +78,16 @@ impl RedisLearned {
             redis_keys::key(&prefix, "quota"),
         ]
     }
+
+    /// The keys of a take: those two, and the gate (one digest of the key for all three).
+    fn take_keys(&self, key: &str) -> Vec<String> {
+        let prefix = redis_keys::key_prefix(&self.name, key);
+        vec![
+            redis_keys::key(&prefix, "left"),
+            redis_keys::key(&prefix, "quota"),
+            RedisGate::key_under(&prefix),
+        ]
+    }
 }
 
 fn millis(duration: Duration) -> String {
@@ -86,27 +96,38 @@ fn millis(duration: Duration) -> String {
 
 #[async_trait::async_trait]
 impl SharedStore for RedisLearned {
-    async fn take(&self, key: &str, cost: u64) -> Result<StoreTake, StoreError> {
-        let (taken, value): (i64, i64) = self
+    async fn take(&self, key: &str, ask: TakeAsk) -> Result<StoreTake, StoreError> {
+        // Takes from a count are not batched (see `SharedQuota::wait_in_queue`), and tokens
+        // held here that lapse are not given back: a count has no clock to bound what may go
+        // back (it is low by them, never high, until the window ends).
+        let args = [ask.cost.to_string(), ask.want.to_string()];
+        let reply: Vec<String> = self
             .store
-            .eval(&TAKE, &self.keys(key), &[cost.to_string()])
+            .eval(&TAKE, &self.take_keys(key), &args)
             .await
             .map_err(store_error)?;
-        Ok(if taken == 1 {
-            StoreTake::Taken {
-                remaining: u64::try_from(value).unwrap_or(u64::MAX),
+        match reply.first().map(String::as_str) {
+            Some("1") => {
+                let left: i64 = field(&reply, 2)?;
+                Ok(StoreTake::Taken {
+                    granted: field(&reply, 1)?,
+                    left: match u64::try_from(left) {
+                        Ok(count) => Left {
+                            tokens: count as f64,
+                            at_micros: 0,
+                        },
+                        Err(_) => Left::UNBOUNDED,
+                    },
+                })
             }
-        } else {
-            StoreTake::Wait(Duration::from_millis(u64::try_from(value).unwrap_or(1)))
-        })
+            Some("0") => Ok(StoreTake::Wait(reply_millis(&reply, 1)?)),
+            Some("2") => Ok(StoreTake::Gated(reply_millis(&reply, 1)?)),
+            _ => Err(unexpected(&reply)),
+        }
     }
 
     async fn close_gate(&self, key: &str, wait: Duration) -> Result<(), StoreError> {
         self.gate.close(key, wait).await
-    }
-
-    async fn gate(&self, key: &str) -> Result<Duration, StoreError> {
-        self.gate.read(key).await
     }
 
     async fn note(&self, key: &str, facts: SharedFacts) -> Result<(), StoreError> {

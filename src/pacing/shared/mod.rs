@@ -1,8 +1,18 @@
 //! A quota shared by many processes: a token bucket kept by a store (Redis) that every process
-//! takes from, optional leases (K tokens per round trip, spent locally), a shared "quota spent
-//! until T" gate, and what to do while the store is out of reach. Or, with no rate configured,
-//! what the processes learned from the server, shared: the gate, the quota left in the
-//! window until its reset, and the quota per window stated or inferred.
+//! takes from, a shared "quota spent until T" gate read with every take, and what to do while
+//! the store is out of reach or refuses this client. Or, with no rate configured, what the
+//! processes learned from the server, shared: the gate, the quota left in the window until
+//! its reset, and the quota per window stated or inferred.
+//!
+//! One take is one script call. Only the head of a key's queue takes, and from a token bucket
+//! without a lease it takes for the requests queued behind it too (up to 128): at least its own cost, and as many
+//! more as the store has, handed out in arrival order as each request's turn comes. A request
+//! dropped before its turn leaves its token held here, and tokens not spent within a short
+//! hold (one token's refill time, 10–100 ms) go back with the next take; the store puts back
+//! only what the bucket could not have refilled since, so a give-back never lets through more
+//! than the bucket would have. A head dropped during its call leaves the call to the next
+//! head, which reads the answer and uses its tokens. Leases (K tokens per call, kept for later
+//! requests) are the other way to save calls: for a process whose requests come one at a time.
 
 use std::collections::HashMap;
 use std::num::NonZeroU32;
@@ -15,7 +25,9 @@ use self::error::Chain;
 pub use self::error::StoreError;
 use self::health::StoreHealth;
 pub use self::health::StoreHealthReport;
-use self::lease::{LeaseSpend, Leases};
+use self::lease::{GiveBack, Leases, Left, Spend};
+pub(crate) use self::queue::WaitingGuard;
+use self::queue::{InFlight, Orphans, TakeCall, Waiting};
 use super::local::{LocalBucket, Take};
 use crate::time::Clock;
 use crate::time::Rate;
@@ -25,8 +37,6 @@ type FallbackBuckets = Mutex<HashMap<Box<str>, LocalBucket>>;
 
 /// Past this many keys, the local fallback forgets the buckets that are full again.
 const FALLBACK_KEYS: usize = 1024;
-/// How stale a shared gate reading may be: another process's 429 pauses us within this much.
-const GATE_REFRESH: Duration = Duration::from_millis(100);
 
 /// What a shared bucket does while its store is out of reach.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -46,16 +56,30 @@ pub enum StoreFailure {
     },
 }
 
+/// What the head of a key's queue asks the store for.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct TakeAsk {
+    /// Nothing is taken unless this many are there: the head's own cost (a lease's size, when
+    /// leases are on).
+    pub(crate) cost: u64,
+    /// Up to this many are taken: the cost, and one for each request queued behind the head.
+    pub(crate) want: u64,
+    /// Tokens taken earlier and not used, to put back first.
+    pub(crate) give_back: Option<GiveBack>,
+}
+
 /// The outcome of one take from a store.
 // Stores make these, and the only store outside the tests is Redis's.
 #[cfg_attr(not(feature = "redis"), allow(dead_code))]
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub(crate) enum StoreTake {
-    /// Taken; `remaining` tokens are left in the bucket.
-    Taken {
-        remaining: u64,
-    },
+    /// `granted` tokens taken (at least the cost asked, at most the want), `left` after them.
+    Taken { granted: u64, left: Left },
+    /// Too few tokens: the cost is there after this wait.
     Wait(Duration),
+    /// The shared gate is closed for this long: nothing was taken.
+    Gated(Duration),
+    /// The cost is more than the bucket ever holds.
     Never,
 }
 
@@ -73,12 +97,11 @@ pub(crate) struct SharedFacts {
 /// The store behind a shared bucket (Redis; a fake in tests). Its errors never hold a key.
 #[async_trait::async_trait]
 pub(crate) trait SharedStore: Send + Sync + 'static {
-    /// Takes `cost` tokens for `key` if they are there now (nothing is taken otherwise).
-    async fn take(&self, key: &str, cost: u64) -> Result<StoreTake, StoreError>;
+    /// Takes tokens for `key` as `ask` says, unless the shared gate is closed, in one call
+    /// (one script on Redis: the gate is read with every take).
+    async fn take(&self, key: &str, ask: TakeAsk) -> Result<StoreTake, StoreError>;
     /// Closes the shared gate of `key` for `wait` (a longer gate already there wins).
     async fn close_gate(&self, key: &str, wait: Duration) -> Result<(), StoreError>;
-    /// How long the shared gate of `key` stays closed (zero when open).
-    async fn gate(&self, key: &str) -> Result<Duration, StoreError>;
     /// Shares what a process learned about `key` (only a store without a rate keeps it: its
     /// takes are from what was learned).
     async fn note(&self, _key: &str, _facts: SharedFacts) -> Result<(), StoreError> {
@@ -124,7 +147,9 @@ impl SharedBucket {
     /// Takes `tokens` per round trip to the store and spends them in this process (off by
     /// default: 1). Round trips per request fall to about 1/`tokens` while the bucket has
     /// tokens to spare; the price is that the processes together may run ahead of the quota
-    /// by at most `tokens × processes` requests. When every process wants more than its
+    /// by at most `tokens × processes` requests. (Without a lease, requests that queue on a
+    /// key already share round trips: the head takes for those behind it, and hands their
+    /// tokens out at once.) When every process wants more than its
     /// share, they take turns: a process refused longest asks soonest and the last winner
     /// yields, so none starves (measured: 4 processes each within ±25% of an even share, no
     /// request waiting over 0.5 s at 200/s with leases of 10), at about 4 round trips per
@@ -167,7 +192,12 @@ pub(crate) enum SharedTake {
     },
     /// The store is out of reach and the policy is fail-closed.
     Unavailable(StoreError),
+    /// The store refuses this client's settings (credentials, ACL), whatever the policy.
+    Misconfigured(StoreError),
 }
+
+/// The most tokens one take asks for the requests queued behind its head.
+const BATCH_MAX: u64 = 128;
 
 /// A shared bucket at work inside one pacer.
 pub(crate) struct SharedQuota {
@@ -176,24 +206,23 @@ pub(crate) struct SharedQuota {
     /// Per-key buckets at the shared rate divided by the processes (local fallback only).
     fallback: Option<(Rate, FallbackBuckets)>,
     leases: Leases,
-    gate_read_at: Mutex<HashMap<String, Duration>>,
+    waiting: Waiting,
+    orphans: Orphans,
     health: StoreHealth,
     takes: AtomicU64,
-    gate_reads: AtomicU64,
     gate_writes: AtomicU64,
     notes: AtomicU64,
 }
 
-/// Calls a pacer made to its shared store, by kind: what leases save, and what the shared gate
-/// costs.
+/// Calls a pacer made to its shared store, by kind: what leases and batches save, and what
+/// the shared gate costs. Each call is one script, in one round trip.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct SharedCalls {
-    /// Token takes (one per lease when leases are on).
+    /// Token takes, each reading the shared gate too: one per lease when leases are on;
+    /// without, one per request, or fewer when requests queue (the head of a key's queue takes
+    /// for the requests behind it).
     pub takes: u64,
-    /// Reads of the shared gate: sent beside a take, in the same round trip, at most once per
-    /// key per 100 ms.
-    pub gate_reads: u64,
     /// Writes of the shared gate (one per 429 or spent quota seen).
     pub gate_writes: u64,
     /// What was learned, shared (without a rate: one per response that stated a quota).
@@ -209,15 +238,16 @@ impl SharedQuota {
             }
             _ => None,
         };
+        let period = bucket.rate.map_or(Duration::ZERO, |rate| rate.interval());
         SharedQuota {
-            leases: Leases::new(bucket.rate.map_or(Duration::ZERO, |rate| rate.interval())),
+            leases: Leases::new(period, bucket.lease),
             bucket,
             clock,
             fallback,
-            gate_read_at: Mutex::default(),
+            waiting: Waiting::default(),
+            orphans: Orphans::default(),
             health: StoreHealth::default(),
             takes: AtomicU64::new(0),
-            gate_reads: AtomicU64::new(0),
             gate_writes: AtomicU64::new(0),
             notes: AtomicU64::new(0),
         }
@@ -232,73 +262,108 @@ impl SharedQuota {
     pub(crate) fn calls(&self) -> SharedCalls {
         SharedCalls {
             takes: self.takes.load(Ordering::Relaxed),
-            gate_reads: self.gate_reads.load(Ordering::Relaxed),
             gate_writes: self.gate_writes.load(Ordering::Relaxed),
             notes: self.notes.load(Ordering::Relaxed),
         }
     }
 
-    /// Takes `cost` for `key`: from the lease if it holds enough, else from the store.
+    /// Counts a request waiting for `key`'s turn until the guard is dropped, so that the head
+    /// takes for it too. Not with leases (a lease already serves many requests per take), nor
+    /// from a learned count: with no clock to bound what may go back, a token taken for a
+    /// request that the pacer's own model then holds would be lost to every process until
+    /// the window ends.
+    pub(crate) fn wait_in_queue(&self, key: &str) -> Option<WaitingGuard<'_>> {
+        (!self.leases.leases() && !self.learns()).then(|| self.waiting.enter(key))
+    }
+
+    /// Takes `cost` for `key`: from the tokens held here if they are enough, else from the
+    /// store, for this request and the ones queued behind it.
     pub(crate) async fn take(&self, key: &str, cost: u32) -> SharedTake {
         let cost64 = u64::from(cost);
-        match self.leases.spend(key, cost64, self.clock.now()) {
-            LeaseSpend::Spent => return SharedTake::Taken,
-            LeaseSpend::AskLater(wait) => return SharedTake::Wait { wait, gated: false },
-            LeaseSpend::Gated(wait) => return SharedTake::Wait { wait, gated: true },
-            LeaseSpend::AskStore => {}
+        // A take whose head was dropped before its answer: what it took is this queue's.
+        // (A failed one is left to this head's own take to find out.)
+        if let Some((ask, call)) = self.orphans.adopt(key)
+            && let Ok(answer) = InFlight::new(&self.orphans, key, ask, call).await
+        {
+            match self.settle(key, cost, 0, Ok(answer)) {
+                SharedTake::Taken => {}
+                other => return other,
+            }
         }
+        let give_back = match self.leases.spend(key, cost64, self.clock.now()) {
+            Spend::Spent => return SharedTake::Taken,
+            Spend::AskLater(wait) => return SharedTake::Wait { wait, gated: false },
+            Spend::Gated(wait) => return SharedTake::Wait { wait, gated: true },
+            Spend::AskStore(give_back) => give_back,
+        };
         if !self.health.is_due(self.clock.now()) {
+            if let Some(back) = give_back {
+                self.leases.keep_give_back(key, back);
+            }
             return self.on_store_down(key, cost, None);
         }
-        let want = u64::from(self.bucket.lease).max(cost64);
-        let take = self.call(&self.takes, self.bucket.store.take(key, want));
-        // The gate is read beside the take, in the same round trip (the connection pipelines
-        // both), at most once per GATE_REFRESH.
-        let (gate, taken) = if self.gate_read_due(key) {
-            let read = self.call(&self.gate_reads, self.bucket.store.gate(key));
-            let (gate, taken) = tokio::join!(read, take);
-            (gate.unwrap_or_default(), taken)
+        let ask = if self.leases.leases() {
+            let lease = u64::from(self.bucket.lease).max(cost64);
+            TakeAsk {
+                cost: lease,
+                want: lease,
+                give_back,
+            }
         } else {
-            (Duration::ZERO, take.await)
+            let queued = self.waiting.on(key).min(BATCH_MAX);
+            TakeAsk {
+                cost: cost64,
+                want: cost64.saturating_add(queued),
+                give_back,
+            }
         };
-        match taken {
-            Ok(StoreTake::Taken { remaining }) if !gate.is_zero() => {
-                // Taken while another process had closed the gate: the tokens wait in the
-                // lease until the gate opens.
-                self.health.answered();
-                self.leases.fill(key, want, 0, remaining, self.clock.now());
-                self.hold_lease(key, gate);
-                SharedTake::Wait {
-                    wait: gate,
-                    gated: true,
-                }
-            }
-            _ if !gate.is_zero() => {
-                self.hold_lease(key, gate);
-                SharedTake::Wait {
-                    wait: gate,
-                    gated: true,
-                }
-            }
-            Ok(StoreTake::Taken { remaining }) => {
+        self.takes.fetch_add(1, Ordering::Relaxed);
+        let store = self.bucket.store.clone();
+        let owned_key = key.to_owned();
+        let call: TakeCall = Box::pin(async move { store.take(&owned_key, ask).await });
+        let answer = InFlight::new(&self.orphans, key, ask, call).await;
+        self.settle(key, cost, cost64, answer)
+    }
+
+    /// What a take's answer means for the request of `cost`, of which `spent` is served by
+    /// the tokens taken (0 for a take adopted from a dropped head: its tokens are held here).
+    fn settle(
+        &self,
+        key: &str,
+        cost: u32,
+        spent: u64,
+        answer: Result<StoreTake, StoreError>,
+    ) -> SharedTake {
+        match answer {
+            Ok(StoreTake::Taken { granted, left }) => {
                 self.health.answered();
                 self.leases
-                    .fill(key, want, cost64, remaining, self.clock.now());
+                    .fill(key, granted, spent, left, self.clock.now());
                 SharedTake::Taken
             }
             Ok(StoreTake::Wait(wait)) => {
                 self.health.answered();
-                let wait = self.leases.spread_refused(key, want, wait);
+                let wait = self.leases.spread_refused(key, wait);
                 SharedTake::Wait { wait, gated: false }
             }
-            Ok(StoreTake::Never) => SharedTake::Never {
-                burst: self.bucket.rate.map_or(0, |rate| rate.burst().get()),
-            },
+            Ok(StoreTake::Gated(wait)) => {
+                // Another process saw the quota spent: nothing was taken, and tokens held here
+                // wait too.
+                self.health.answered();
+                self.hold_lease(key, wait);
+                SharedTake::Wait { wait, gated: true }
+            }
+            Ok(StoreTake::Never) => {
+                self.health.answered();
+                SharedTake::Never {
+                    burst: self.bucket.rate.map_or(0, |rate| rate.burst().get()),
+                }
+            }
             Err(error) => self.on_store_down(key, cost, Some(error)),
         }
     }
 
-    /// Holds `key`'s lease back for `gate`: the shared gate is closed.
+    /// Holds `key`'s tokens back for `gate`: the shared gate is closed.
     fn hold_lease(&self, key: &str, gate: Duration) {
         self.leases.hold(key, self.clock.now().saturating_add(gate));
     }
@@ -316,10 +381,8 @@ impl SharedQuota {
         if !self.health.is_due(self.clock.now()) {
             return;
         }
-        if let Err(error) = self
-            .call(&self.notes, self.bucket.store.note(key, facts))
-            .await
-        {
+        self.notes.fetch_add(1, Ordering::Relaxed);
+        if let Err(error) = self.bucket.store.note(key, facts).await {
             self.on_store_down(key, 1, Some(error));
         }
     }
@@ -330,50 +393,43 @@ impl SharedQuota {
         if !self.health.is_due(self.clock.now()) {
             return;
         }
-        if let Err(error) = self
-            .call(&self.gate_writes, self.bucket.store.close_gate(key, wait))
-            .await
-        {
+        self.gate_writes.fetch_add(1, Ordering::Relaxed);
+        if let Err(error) = self.bucket.store.close_gate(key, wait).await {
             self.on_store_down(key, 1, Some(error));
         }
     }
 
-    async fn call<T>(
-        &self,
-        counter: &AtomicU64,
-        call: impl Future<Output = Result<T, StoreError>>,
-    ) -> Result<T, StoreError> {
-        counter.fetch_add(1, Ordering::Relaxed);
-        call.await
-    }
-
-    fn gate_read_due(&self, key: &str) -> bool {
-        let now = self.clock.now();
-        let mut read_at = self.gate_read_at.lock().unwrap_or_else(|e| e.into_inner());
-        if read_at.len() > 4096 {
-            read_at.retain(|_, at| now.saturating_sub(*at) < GATE_REFRESH);
-        }
-        match read_at.get(key) {
-            Some(at) if now.saturating_sub(*at) < GATE_REFRESH => false,
-            _ => {
-                read_at.insert(key.to_owned(), now);
-                true
-            }
-        }
-    }
-
-    /// Applies the failure policy, and keeps the store aside until the next probe.
+    /// Applies the failure policy to an outage, and keeps the store aside until the next
+    /// probe. A store that refuses this client's settings is no outage: the caller gets the
+    /// error whatever the policy, as a job must not run unpaced on a quota it believes shared.
     fn on_store_down(&self, key: &str, cost: u32, error: Option<StoreError>) -> SharedTake {
+        let now = self.clock.now();
         if let Some(error) = &error
             && self
                 .health
-                .failed(self.clock.now(), &self.bucket.on_failure, &Chain(error))
+                .failed(now, &self.bucket.on_failure, error, &Chain(error))
         {
-            tracing::warn!(
-                policy = ?self.bucket.on_failure,
-                error = %Chain(error),
-                "pacing: shared quota store still unreachable"
-            );
+            if error.is_misconfigured() {
+                tracing::error!(
+                    error = %Chain(error),
+                    "pacing: the shared quota store still refuses this client's settings; \
+                     requests fail until they are fixed"
+                );
+            } else {
+                tracing::warn!(
+                    policy = ?self.bucket.on_failure,
+                    error = %Chain(error),
+                    "pacing: shared quota store still unreachable"
+                );
+            }
+        }
+        let misconfigured = match &error {
+            Some(error) if error.is_misconfigured() => Some(error.clone()),
+            Some(_) => None,
+            None => self.health.misconfigured(),
+        };
+        if let Some(error) = misconfigured {
+            return SharedTake::Misconfigured(error);
         }
         self.health.decided_without_store();
         match (&self.bucket.on_failure, &self.fallback) {
@@ -381,7 +437,6 @@ impl SharedQuota {
                 SharedTake::Unavailable(error.unwrap_or(StoreError::SetAside))
             }
             (StoreFailure::LocalFallback { .. }, Some((rate, buckets))) => {
-                let now = self.clock.now();
                 let mut buckets = buckets.lock().unwrap_or_else(|e| e.into_inner());
                 if buckets.len() >= FALLBACK_KEYS {
                     buckets.retain(|_, bucket| !bucket.is_full(now));
@@ -405,6 +460,7 @@ mod health;
 #[cfg(feature = "redis")]
 mod learned;
 mod lease;
+mod queue;
 #[cfg(feature = "redis")]
 mod redis;
 #[cfg(test)]

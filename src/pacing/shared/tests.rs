@@ -14,37 +14,65 @@ use crate::pacing::{Pacer, PacingError, PacingMode};
 use crate::time::Jitter;
 use crate::time::nz;
 
-/// A token bucket in memory, standing in for Redis; it counts its calls and can be made
-/// unreachable.
-#[derive(Default)]
+/// A token bucket in memory, standing in for Redis (the arithmetic of `bucket_take.lua`, gate
+/// and give-backs included); it counts its calls and tokens and can be made unreachable.
 struct FakeStore {
     state: Mutex<FakeState>,
+    refill_per_sec: f64,
     down: AtomicBool,
     takes: AtomicU64,
-    gate_reads: AtomicU64,
     /// How long a take travels before the store acts on it (a round trip's first half).
     delay: Mutex<Duration>,
-    /// Takes that took tokens.
+    /// Tokens taken, offered back by give-backs, and put back (those the bucket had not
+    /// refilled over).
     taken: AtomicU64,
+    offered_back: AtomicU64,
+    given_back: AtomicU64,
 }
 
-#[derive(Default)]
 struct FakeState {
     tokens: f64,
     last: Option<tokio::time::Instant>,
     gate_until: Option<tokio::time::Instant>,
+    /// The store's own clock starts here.
+    origin: tokio::time::Instant,
 }
 
 const CAPACITY: f64 = 10.0;
 const REFILL_PER_SEC: f64 = 100.0;
 
+impl Default for FakeStore {
+    fn default() -> FakeStore {
+        FakeStore::refilling(REFILL_PER_SEC)
+    }
+}
+
 impl FakeStore {
-    fn refill(state: &mut FakeState) {
+    /// A full bucket of [`CAPACITY`] refilled at `per_sec`.
+    fn refilling(per_sec: f64) -> FakeStore {
+        FakeStore {
+            state: Mutex::new(FakeState {
+                tokens: CAPACITY,
+                last: None,
+                gate_until: None,
+                origin: tokio::time::Instant::now(),
+            }),
+            refill_per_sec: per_sec,
+            down: AtomicBool::new(false),
+            takes: AtomicU64::new(0),
+            delay: Mutex::default(),
+            taken: AtomicU64::new(0),
+            offered_back: AtomicU64::new(0),
+            given_back: AtomicU64::new(0),
+        }
+    }
+
+    fn refill(&self, state: &mut FakeState) {
         let now = tokio::time::Instant::now();
-        let elapsed = state.last.map_or(CAPACITY / REFILL_PER_SEC, |l| {
-            now.duration_since(l).as_secs_f64()
-        });
-        state.tokens = (state.tokens + elapsed * REFILL_PER_SEC).min(CAPACITY);
+        let elapsed = state
+            .last
+            .map_or(0.0, |l| now.duration_since(l).as_secs_f64());
+        state.tokens = (state.tokens + elapsed * self.refill_per_sec).min(CAPACITY);
         state.last = Some(now);
     }
 
@@ -61,14 +89,27 @@ impl FakeStore {
 
     fn tokens(&self) -> f64 {
         let mut state = self.state.lock().unwrap();
-        FakeStore::refill(&mut state);
+        self.refill(&mut state);
         state.tokens
+    }
+
+    /// Tokens taken and kept (not put back).
+    fn kept(&self) -> u64 {
+        self.taken.load(Ordering::SeqCst) - self.given_back.load(Ordering::SeqCst)
+    }
+
+    /// How long the gate stays closed.
+    fn gate(&self) -> Duration {
+        let state = self.state.lock().unwrap();
+        state.gate_until.map_or(Duration::ZERO, |until| {
+            until.saturating_duration_since(tokio::time::Instant::now())
+        })
     }
 }
 
 #[async_trait::async_trait]
 impl SharedStore for FakeStore {
-    async fn take(&self, _key: &str, cost: u64) -> Result<StoreTake, StoreError> {
+    async fn take(&self, _key: &str, ask: TakeAsk) -> Result<StoreTake, StoreError> {
         self.check_up()?;
         self.takes.fetch_add(1, Ordering::SeqCst);
         let delay = *self.delay.lock().unwrap();
@@ -76,21 +117,39 @@ impl SharedStore for FakeStore {
             tokio::time::sleep(delay).await;
         }
         let mut state = self.state.lock().unwrap();
-        FakeStore::refill(&mut state);
-        let cost = cost as f64;
+        self.refill(&mut state);
+        let now = tokio::time::Instant::now();
+        let micros = now.duration_since(state.origin).as_micros() as u64;
+        if let Some(back) = ask.give_back {
+            self.offered_back.fetch_add(back.tokens, Ordering::SeqCst);
+            let since = micros.saturating_sub(back.after.at_micros) as f64 / 1e6;
+            let room = CAPACITY - back.after.tokens - since * self.refill_per_sec;
+            let back = (back.tokens as f64).min(room.floor()).max(0.0);
+            state.tokens = (state.tokens + back).min(CAPACITY);
+            self.given_back.fetch_add(back as u64, Ordering::SeqCst);
+        }
+        if let Some(until) = state.gate_until.filter(|until| *until > now) {
+            return Ok(StoreTake::Gated(until - now));
+        }
+        let cost = ask.cost as f64;
         if cost > CAPACITY {
             return Ok(StoreTake::Never);
         }
         if state.tokens >= cost {
-            state.tokens -= cost;
-            self.taken.fetch_add(1, Ordering::SeqCst);
+            let granted = (ask.want.max(ask.cost) as f64).min(state.tokens.floor());
+            state.tokens -= granted;
+            self.taken.fetch_add(granted as u64, Ordering::SeqCst);
             Ok(StoreTake::Taken {
-                remaining: state.tokens.floor() as u64,
+                granted: granted as u64,
+                left: Left {
+                    tokens: state.tokens,
+                    at_micros: micros,
+                },
             })
         } else {
             let missing = cost - state.tokens;
             Ok(StoreTake::Wait(Duration::from_secs_f64(
-                missing / REFILL_PER_SEC,
+                missing / self.refill_per_sec,
             )))
         }
     }
@@ -101,15 +160,6 @@ impl SharedStore for FakeStore {
         let mut state = self.state.lock().unwrap();
         state.gate_until = Some(state.gate_until.map_or(until, |g| g.max(until)));
         Ok(())
-    }
-
-    async fn gate(&self, _key: &str) -> Result<Duration, StoreError> {
-        self.check_up()?;
-        self.gate_reads.fetch_add(1, Ordering::SeqCst);
-        let state = self.state.lock().unwrap();
-        Ok(state.gate_until.map_or(Duration::ZERO, |g| {
-            g.saturating_duration_since(tokio::time::Instant::now())
-        }))
     }
 }
 
@@ -122,7 +172,7 @@ struct ZeroWaitStore {
 
 #[async_trait::async_trait]
 impl SharedStore for ZeroWaitStore {
-    async fn take(&self, _key: &str, _cost: u64) -> Result<StoreTake, StoreError> {
+    async fn take(&self, _key: &str, _ask: TakeAsk) -> Result<StoreTake, StoreError> {
         let n = self.takes.fetch_add(1, Ordering::SeqCst);
         assert!(n < 1000, "the pacer spins on a zero wait");
         Ok(StoreTake::Wait(Duration::ZERO))
@@ -130,10 +180,6 @@ impl SharedStore for ZeroWaitStore {
 
     async fn close_gate(&self, _key: &str, _wait: Duration) -> Result<(), StoreError> {
         Ok(())
-    }
-
-    async fn gate(&self, _key: &str) -> Result<Duration, StoreError> {
-        Ok(Duration::ZERO)
     }
 }
 
@@ -190,8 +236,7 @@ async fn a_lease_of_k_takes_one_round_trip_per_k_requests() {
         drop(pacer.acquire("k", 1).await.unwrap());
     }
     assert_eq!(store.takes.load(Ordering::SeqCst), 20);
-    // Gate reads ride along at most once per take and once per 100 ms.
-    assert!(store.gate_reads.load(Ordering::SeqCst) <= 20);
+    assert_eq!(pacer.shared_calls().takes, 20);
 }
 
 #[tokio::test(start_paused = true)]
@@ -219,10 +264,8 @@ async fn fail_open_lets_requests_through_and_returns_to_the_store_when_it_is_bac
             Duration::ZERO
         );
     }
-    // While it is down the store is not hammered: one try (a take and a gate read in one
-    // round trip), then one per probe interval.
-    let calls = pacer.shared_calls();
-    assert_eq!((calls.takes, calls.gate_reads), (1, 1));
+    // While it is down the store is not hammered: one try, then one per probe interval.
+    assert_eq!(pacer.shared_calls().takes, 1);
     // The program can see the outage without any tracing subscriber.
     let health = pacer.store_health().unwrap();
     assert!(!health.reachable);
@@ -300,9 +343,10 @@ async fn one_process_429_pauses_the_other_through_the_store() {
         .unwrap()
         .finish(StatusCode::TOO_MANY_REQUESTS, &told)
         .await;
-    tokio::time::sleep(GATE_REFRESH).await;
+    // The gate is read with every take: the other's next request waits at once, for the
+    // server's 2 s and the pacer's spread after it (up to 20%).
     let waited = b.acquire("k", 1).await.unwrap().waited();
-    assert!(waited >= ms(1900) && waited <= ms(2300), "{waited:?}");
+    assert!(waited >= ms(2000) && waited <= ms(2400), "{waited:?}");
 }
 
 #[tokio::test(start_paused = true)]
@@ -366,15 +410,27 @@ async fn waiters_dropped_anywhere_even_during_a_store_call_take_no_store_token()
     }
     let served = served.load(Ordering::SeqCst);
     assert!(served >= 50, "{served} served");
-    // The store gave tokens to exactly the requests that went.
-    assert_eq!(store.taken.load(Ordering::SeqCst), served);
-    // And the queue still works: the next request is served.
+    // The queue still works: the next request is served, once the tokens taken for requests
+    // that were dropped have lapsed, and carries them back to the store.
+    tokio::time::sleep(ms(10)).await;
     drop(pacer.acquire("k", 1).await.unwrap());
-    assert_eq!(store.taken.load(Ordering::SeqCst), served + 1);
+    // Every token the store gave went to a request that was served, or was offered back
+    // (some of those offered back were refilled over meanwhile: not put back, not lost).
+    let taken = store.taken.load(Ordering::SeqCst);
+    let offered = store.offered_back.load(Ordering::SeqCst);
+    assert_eq!(
+        taken,
+        served + 1 + offered,
+        "{taken} taken, {offered} offered back"
+    );
+    assert!(
+        pacer.shared_calls().takes < served,
+        "the queue's takes were batched"
+    );
 }
 
 #[tokio::test(start_paused = true)]
-async fn tokens_taken_beside_a_closed_gate_wait_in_the_lease() {
+async fn a_closed_gate_takes_no_token_and_the_request_waits_it_out() {
     let store = Arc::new(FakeStore::default());
     store.close_gate("k", Duration::from_secs(1)).await.unwrap();
     let pacer = Pacer::builder()
@@ -382,7 +438,7 @@ async fn tokens_taken_beside_a_closed_gate_wait_in_the_lease() {
         .learn_from_server(false)
         .gate_jitter(Jitter::None)
         .build();
-    // Gate and tokens come back in one round trip: the request waits out the gate...
+    // The take comes back gated, with nothing taken: the request waits out the gate...
     let first = pacer.acquire("k", 1).await.unwrap();
     assert!(
         first.waited() >= Duration::from_secs(1),
@@ -390,14 +446,86 @@ async fn tokens_taken_beside_a_closed_gate_wait_in_the_lease() {
         first.waited()
     );
     assert!(first.waited() <= ms(1010), "{:?}", first.waited());
-    // ...and the leased tokens serve the next requests without another take.
+    // ...then takes its lease, which serves the next requests without another take.
     for _ in 0..4 {
         assert_eq!(
             pacer.acquire("k", 1).await.unwrap().waited(),
             Duration::ZERO
         );
     }
-    assert_eq!(store.takes.load(Ordering::SeqCst), 1);
+    assert_eq!(store.takes.load(Ordering::SeqCst), 2);
+    assert_eq!(store.taken.load(Ordering::SeqCst), 5);
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_head_takes_for_the_requests_queued_behind_it_and_they_go_in_order() {
+    let store = Arc::new(FakeStore::default());
+    // A take travels 3 ms: the requests that arrive meanwhile queue behind its head.
+    *store.delay.lock().unwrap() = ms(3);
+    let pacer = pacer_on(&store, |s| s);
+    let order = Arc::new(Mutex::new(Vec::new()));
+    let mut tasks = Vec::new();
+    for i in 0..8 {
+        let (pacer, order) = (pacer.clone(), order.clone());
+        tasks.push(tokio::spawn(async move {
+            let permit = pacer.acquire("k", 1).await.unwrap();
+            order.lock().unwrap().push(i);
+            drop(permit);
+        }));
+        // Arrival order is spawn order.
+        tokio::task::yield_now().await;
+    }
+    for task in tasks {
+        task.await.unwrap();
+    }
+    assert_eq!(*order.lock().unwrap(), (0..8).collect::<Vec<_>>());
+    // The first head took alone (nobody queued yet); the second took for the six behind it.
+    assert_eq!(store.takes.load(Ordering::SeqCst), 2);
+    assert_eq!(store.taken.load(Ordering::SeqCst), 8);
+    // The bucket had 10: 8 taken, none in excess.
+    assert!((store.tokens() - 2.0).abs() < 0.7, "{}", store.tokens());
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_request_dropped_behind_a_head_leaves_its_token_to_go_back() {
+    // A bucket that refills slowly (1 per second): what goes back is not refilled over.
+    let store = Arc::new(FakeStore::refilling(1.0));
+    *store.delay.lock().unwrap() = ms(3);
+    let rate = Rate::per_second(nz(1)).with_burst(nz(CAPACITY as u32));
+    let pacer = Pacer::builder()
+        .shared(SharedBucket::from_store(store.clone(), rate))
+        .build();
+    let first = tokio::spawn({
+        let pacer = pacer.clone();
+        async move { pacer.acquire("k", 1).await.map(drop) }
+    });
+    tokio::task::yield_now().await;
+    // Five queue behind the first head while its take travels; they are taken for with the
+    // next take, and two of them are dropped before their turn.
+    let queued: Vec<_> = (0..5)
+        .map(|_| {
+            let pacer = pacer.clone();
+            tokio::spawn(async move { pacer.acquire("k", 1).await.map(drop) })
+        })
+        .collect();
+    tokio::task::yield_now().await;
+    first.await.unwrap().unwrap();
+    queued[1].abort();
+    queued[3].abort();
+    for (i, task) in queued.into_iter().enumerate() {
+        match task.await {
+            Ok(outcome) => assert!(outcome.is_ok() && i != 1 && i != 3),
+            Err(error) => assert!(error.is_cancelled() && (i == 1 || i == 3)),
+        }
+    }
+    assert_eq!(store.taken.load(Ordering::SeqCst), 1 + 5);
+    // The two spare tokens lapse with the batch's hold (100 ms at 1 per second) and go back
+    // with the next take.
+    tokio::time::sleep(ms(100)).await;
+    drop(pacer.acquire("k", 1).await.unwrap());
+    assert_eq!(store.given_back.load(Ordering::SeqCst), 2);
+    // Kept: one token for each of the five requests that went.
+    assert_eq!(store.kept(), 5);
 }
 
 #[tokio::test(start_paused = true)]
@@ -422,7 +550,7 @@ async fn without_learning_a_429_is_not_followed_but_a_manual_pause_is() {
         pacer.acquire("k", 1).await.unwrap().waited(),
         Duration::ZERO
     );
-    assert_eq!(store.gate("k").await.unwrap(), Duration::ZERO);
+    assert_eq!(store.gate(), Duration::ZERO);
     pacer.pause("k", Duration::from_secs(2));
     assert_eq!(
         pacer.acquire("k", 1).await.unwrap().waited(),
@@ -490,9 +618,10 @@ struct NotingStore {
 
 #[async_trait::async_trait]
 impl SharedStore for NotingStore {
-    async fn take(&self, _key: &str, _cost: u64) -> Result<StoreTake, StoreError> {
+    async fn take(&self, _key: &str, ask: TakeAsk) -> Result<StoreTake, StoreError> {
         Ok(StoreTake::Taken {
-            remaining: u64::MAX,
+            granted: ask.want,
+            left: Left::UNBOUNDED,
         })
     }
 
@@ -500,14 +629,56 @@ impl SharedStore for NotingStore {
         Ok(())
     }
 
-    async fn gate(&self, _key: &str) -> Result<Duration, StoreError> {
-        Ok(Duration::ZERO)
-    }
-
     async fn note(&self, key: &str, facts: SharedFacts) -> Result<(), StoreError> {
         self.notes.lock().unwrap().push((key.to_owned(), facts));
         Ok(())
     }
+}
+
+/// A learned count that answers after 3 ms and records what each take asked.
+#[derive(Default)]
+struct SlowCountStore {
+    asks: Mutex<Vec<TakeAsk>>,
+}
+
+#[async_trait::async_trait]
+impl SharedStore for SlowCountStore {
+    async fn take(&self, _key: &str, ask: TakeAsk) -> Result<StoreTake, StoreError> {
+        self.asks.lock().unwrap().push(ask);
+        tokio::time::sleep(ms(3)).await;
+        Ok(StoreTake::Taken {
+            granted: ask.want,
+            left: Left {
+                tokens: 100.0,
+                at_micros: 0,
+            },
+        })
+    }
+
+    async fn close_gate(&self, _key: &str, _wait: Duration) -> Result<(), StoreError> {
+        Ok(())
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn takes_from_a_learned_count_are_not_batched() {
+    let store = Arc::new(SlowCountStore::default());
+    let pacer = Pacer::builder()
+        .shared(SharedBucket::learned_from_store(store.clone()))
+        .learn_from_server(false)
+        .build();
+    let tasks: Vec<_> = (0..8)
+        .map(|_| {
+            let pacer = pacer.clone();
+            tokio::spawn(async move { drop(pacer.acquire("k", 1).await.unwrap()) })
+        })
+        .collect();
+    for task in tasks {
+        task.await.unwrap();
+    }
+    let asks = store.asks.lock().unwrap();
+    assert_eq!(asks.len(), 8);
+    assert!(asks.iter().all(|ask| ask.want == 1), "{asks:?}");
 }
 
 #[tokio::test(start_paused = true)]

@@ -1,0 +1,608 @@
+//! The pacing scripts are atomic, as the limiter scripts are (`redis_atomicity.rs`): for each
+//! of them, 20 callers on 20 connections race 1,000 times over fresh keys, on a standalone
+//! server and on a 3-master Redis Cluster, and every race ends exactly as one caller after
+//! another would have left it:
+//!
+//! - `bucket_take.lua`: racers taking 1 from a bucket with K left: exactly K taken; taking up
+//!   to 3 each: K taken in all, none over 3; racing a gate closed among them: what was taken
+//!   and what is left add up to K; each giving back 3 while taking 1: the bucket never passes
+//!   its capacity and ends at exactly 9 of 10;
+//! - `learned_take.lua`: racers taking 1 from a learned count of K, or opening a new window
+//!   of K: exactly K taken; racing a gate: taken and left add up to K;
+//! - `learned_note.lua`: racers noting different counts and window ends: the least count and
+//!   the soonest end win, and the quota per window is one racer's whole (never one's limit
+//!   with another's window);
+//! - `close_gate.lua`: racers closing one gate for different pauses: it ends at the longest.
+//!
+//! And on the cluster, every key a pacer writes for one partition key (bucket, gate, count,
+//! quota) lies in one slot; and the take script and the limiter's token bucket read one state.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, LazyLock};
+use std::time::{Duration, Instant};
+
+use futures::future::BoxFuture;
+use http::StatusCode;
+use rand::seq::SliceRandom;
+use rand::{RngExt, SeedableRng};
+use redis::{FromRedisValue, Script, Value};
+use reqwest_polite::RateLimitInfo;
+use reqwest_polite::limiter::redis::{RedisOptions, RedisStore};
+use reqwest_polite::pacing::{Pacer, PacingMode, SharedBucket, StoreFailure};
+use reqwest_polite::time::Rate;
+use tokio::sync::Barrier;
+
+use crate::support::{RedisCluster, RedisServer, nz, take_turn};
+
+const RACERS: usize = 20;
+const REPETITIONS: usize = 1_000;
+
+static BUCKET_TAKE: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../../src/pacing/shared/bucket_take.lua")));
+static CLOSE_GATE: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../../src/pacing/shared/close_gate.lua")));
+static LEARNED_TAKE: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../../src/pacing/shared/learned_take.lua")));
+static LEARNED_NOTE: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../../src/pacing/shared/learned_note.lua")));
+
+/// A bucket of KEYS[1] holding exactly ARGV[1] tokens, its time an hour ahead of the server's
+/// clock so that nothing refills during a race (the script refills nothing until the server
+/// passes the last time seen); returns that time.
+static ARRANGE_BUCKET: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(
+        "local t = redis.call('TIME') \
+         local at = string.format('%.0f', t[1] * 1000000 + t[2] + 3600000000) \
+         redis.call('HSET', KEYS[1], 't', ARGV[1], 'at', at) \
+         return at",
+    )
+});
+/// The tokens in bucket KEYS[1] (a string) and the PTTL of KEYS[2].
+static INSPECT: LazyLock<Script> = LazyLock::new(|| {
+    Script::new("return { redis.call('HGET', KEYS[1], 't') or '', redis.call('PTTL', KEYS[2]) }")
+});
+/// The PTTL of KEYS[1].
+static INSPECT_GATE: LazyLock<Script> =
+    LazyLock::new(|| Script::new("return redis.call('PTTL', KEYS[1])"));
+/// A learned count of ARGV[1] in KEYS[1] for an hour, or (ARGV[1] empty) a quota per window of
+/// ARGV[2] per hour in KEYS[2] and no count: a new window to open.
+static ARRANGE_LEARNED: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(
+        "if ARGV[1] ~= '' then redis.call('SET', KEYS[1], ARGV[1], 'PX', 3600000) \
+         else redis.call('HSET', KEYS[2], 'limit', ARGV[2], 'window', 3600000) end \
+         return 1",
+    )
+});
+/// A learned count: its value, its PTTL, and the quota hash's limit and window.
+static INSPECT_LEARNED: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(
+        "return { redis.call('GET', KEYS[1]) or '', redis.call('PTTL', KEYS[1]), \
+         redis.call('HGET', KEYS[2], 'limit') or '', redis.call('HGET', KEYS[2], 'window') or '' }",
+    )
+});
+
+/// The token bucket's capacity in the races, and its refill (per second; nothing refills in
+/// a race anyway, the bucket's time being ahead).
+const CAPACITY: u64 = 10;
+const REFILL: &str = "0.001";
+
+/// A script's reply as strings: an array's items, or the one value.
+fn fields(reply: &Value) -> Vec<String> {
+    let text = |value: &Value| String::from_redis_value_ref(value).unwrap_or_default();
+    match reply {
+        Value::Array(items) => items.iter().map(text).collect(),
+        other => vec![text(other)],
+    }
+}
+
+/// One racer's call.
+struct Call {
+    script: &'static Script,
+    keys: Vec<String>,
+    args: Vec<String>,
+}
+
+/// Every racer sends its call at once (a barrier), each on its own connection; the replies in
+/// racer order.
+async fn race(stores: &[RedisStore], calls: Vec<Call>) -> Vec<Vec<String>> {
+    let barrier = Arc::new(Barrier::new(calls.len()));
+    let racers: Vec<_> = stores
+        .iter()
+        .zip(calls)
+        .map(|(store, call)| {
+            let (store, barrier) = (store.clone(), barrier.clone());
+            tokio::spawn(async move {
+                barrier.wait().await;
+                let reply: Value = store
+                    .eval(call.script, &call.keys, &call.args)
+                    .await
+                    .unwrap();
+                fields(&reply)
+            })
+        })
+        .collect();
+    let mut replies = Vec::with_capacity(racers.len());
+    for racer in racers {
+        replies.push(racer.await.unwrap());
+    }
+    replies
+}
+
+async fn eval(store: &RedisStore, script: &Script, keys: &[String], args: &[&str]) -> Vec<String> {
+    let args: Vec<String> = args.iter().map(|arg| (*arg).to_owned()).collect();
+    let reply: Value = store.eval(script, keys, &args).await.unwrap();
+    fields(&reply)
+}
+
+/// The keys of one race: the pacer's layout, under a hash tag no other race uses.
+fn keys(kind: &str, rep: usize, parts: &[&str]) -> Vec<String> {
+    parts
+        .iter()
+        .map(|part| format!("rp:{{race-{kind}-{rep}}}:{part}"))
+        .collect()
+}
+
+fn take_call(keys: &[String], want: u64, give_back: &str) -> Call {
+    Call {
+        script: &BUCKET_TAKE,
+        keys: keys.to_vec(),
+        args: vec![
+            CAPACITY.to_string(),
+            REFILL.to_owned(),
+            "1".to_owned(),
+            want.to_string(),
+            give_back.to_owned(),
+        ],
+    }
+}
+
+fn close_call(keys: &[String], millis: u64) -> Call {
+    Call {
+        script: &CLOSE_GATE,
+        keys: keys.to_vec(),
+        args: vec![millis.to_string()],
+    }
+}
+
+/// Tokens granted by take replies (`{1, taken, …}`; a gate's `1` is not a take).
+fn granted(replies: &[Vec<String>]) -> u64 {
+    replies
+        .iter()
+        .filter(|reply| reply.len() > 1 && reply[0] == "1")
+        .map(|reply| reply[1].parse::<u64>().unwrap())
+        .sum()
+}
+
+/// Units left before repetition `rep`: 1 to 5, so neither a script that always admits one nor
+/// one that always admits the same number passes.
+fn left_before(rep: usize) -> u64 {
+    1 + (rep % 5) as u64
+}
+
+/// One kind of race: arranges a repetition's keys, races, and says what went wrong, if
+/// anything.
+type Race = fn(Vec<RedisStore>, usize) -> BoxFuture<'static, Option<String>>;
+
+fn bucket_single_takes(stores: Vec<RedisStore>, rep: usize) -> BoxFuture<'static, Option<String>> {
+    Box::pin(async move {
+        let keys = keys("single", rep, &["tb", "gate"]);
+        let left = left_before(rep);
+        eval(&stores[0], &ARRANGE_BUCKET, &keys, &[&left.to_string()]).await;
+        let calls = (0..RACERS).map(|_| take_call(&keys, 1, "")).collect();
+        let replies = race(&stores, calls).await;
+        let taken = replies.iter().filter(|r| r[0] == "1").count() as u64;
+        let refused = replies.iter().filter(|r| r[0] == "0").count() as u64;
+        (taken != left || taken + refused != RACERS as u64)
+            .then(|| format!("{taken} taken, {refused} refused, {left} left"))
+    })
+}
+
+fn bucket_batches(stores: Vec<RedisStore>, rep: usize) -> BoxFuture<'static, Option<String>> {
+    Box::pin(async move {
+        let keys = keys("batch", rep, &["tb", "gate"]);
+        let left = 5 + left_before(rep);
+        eval(&stores[0], &ARRANGE_BUCKET, &keys, &[&left.to_string()]).await;
+        let calls = (0..RACERS).map(|_| take_call(&keys, 3, "")).collect();
+        let replies = race(&stores, calls).await;
+        let over = replies
+            .iter()
+            .any(|r| r[0] == "1" && r[1].parse::<u64>().unwrap() > 3);
+        let now = eval(&stores[0], &INSPECT, &keys, &[]).await;
+        let tokens: f64 = now[0].parse().unwrap();
+        (granted(&replies) != left || over || tokens != 0.0).then(|| {
+            format!(
+                "{} granted of {left}, over 3: {over}, {tokens} left",
+                granted(&replies)
+            )
+        })
+    })
+}
+
+fn bucket_takes_and_gate(
+    stores: Vec<RedisStore>,
+    rep: usize,
+) -> BoxFuture<'static, Option<String>> {
+    Box::pin(async move {
+        let keys = keys("gated", rep, &["tb", "gate"]);
+        let left = left_before(rep);
+        eval(&stores[0], &ARRANGE_BUCKET, &keys, &[&left.to_string()]).await;
+        // Every fourth racer closes the gate; the others take.
+        let calls = (0..RACERS)
+            .map(|i| {
+                if i % 4 == 0 {
+                    close_call(&keys[1..], 3_600_000)
+                } else {
+                    take_call(&keys, 1, "")
+                }
+            })
+            .collect();
+        let replies = race(&stores, calls).await;
+        let takes = replies.iter().enumerate().filter(|(i, _)| i % 4 != 0);
+        let known = takes
+            .clone()
+            .all(|(_, r)| matches!(r[0].as_str(), "0" | "1" | "2"));
+        let taken = granted(&replies);
+        let now = eval(&stores[0], &INSPECT, &keys, &[]).await;
+        let tokens: f64 = now[0].parse().unwrap();
+        // The gate closed, nothing after it taken: taken and left add up.
+        (!known || taken + tokens as u64 != left || tokens.fract() != 0.0)
+            .then(|| format!("{taken} taken, {tokens} left of {left}; replies {replies:?}"))
+    })
+}
+
+fn bucket_give_backs(stores: Vec<RedisStore>, rep: usize) -> BoxFuture<'static, Option<String>> {
+    Box::pin(async move {
+        let keys = keys("back", rep, &["tb", "gate"]);
+        let at = eval(&stores[0], &ARRANGE_BUCKET, &keys, &["2"]).await;
+        // Each racer gives back 3 (taken when the bucket held 5: room for 5 under the
+        // capacity of 10), then takes 1. One after another: 2 → 4 → 6 → 8 → 9, then 9 for
+        // every further racer, the capacity holding.
+        let back = format!("3 5 {}", at[0]);
+        let calls = (0..RACERS).map(|_| take_call(&keys, 1, &back)).collect();
+        let replies = race(&stores, calls).await;
+        let now = eval(&stores[0], &INSPECT, &keys, &[]).await;
+        let tokens: f64 = now[0].parse().unwrap();
+        (granted(&replies) != RACERS as u64 || tokens != 9.0)
+            .then(|| format!("{} taken, {tokens} left", granted(&replies)))
+    })
+}
+
+fn learned_takes(stores: Vec<RedisStore>, rep: usize) -> BoxFuture<'static, Option<String>> {
+    Box::pin(async move {
+        let keys = keys("learned", rep, &["left", "quota", "gate"]);
+        let left = left_before(rep);
+        // Even repetitions take from a count; odd ones open a new window of the quota.
+        let (count, limit) = if rep.is_multiple_of(2) {
+            (left.to_string(), String::new())
+        } else {
+            (String::new(), left.to_string())
+        };
+        eval(&stores[0], &ARRANGE_LEARNED, &keys, &[&count, &limit]).await;
+        let want = if rep % 4 < 2 { 1 } else { 3 };
+        let calls = (0..RACERS)
+            .map(|_| Call {
+                script: &LEARNED_TAKE,
+                keys: keys.clone(),
+                args: vec!["1".to_owned(), want.to_string()],
+            })
+            .collect();
+        let replies = race(&stores, calls).await;
+        let now = eval(&stores[0], &INSPECT_LEARNED, &keys, &[]).await;
+        (granted(&replies) != left || now[0] != "0").then(|| {
+            format!(
+                "{} taken of {left} (want {want}), count now {:?}",
+                granted(&replies),
+                now[0]
+            )
+        })
+    })
+}
+
+fn learned_takes_and_gate(
+    stores: Vec<RedisStore>,
+    rep: usize,
+) -> BoxFuture<'static, Option<String>> {
+    Box::pin(async move {
+        let keys = keys("learned-gated", rep, &["left", "quota", "gate"]);
+        let left = left_before(rep);
+        eval(
+            &stores[0],
+            &ARRANGE_LEARNED,
+            &keys,
+            &[&left.to_string(), ""],
+        )
+        .await;
+        let calls = (0..RACERS)
+            .map(|i| {
+                if i % 4 == 0 {
+                    close_call(&keys[2..], 3_600_000)
+                } else {
+                    Call {
+                        script: &LEARNED_TAKE,
+                        keys: keys.clone(),
+                        args: vec!["1".to_owned(), "1".to_owned()],
+                    }
+                }
+            })
+            .collect();
+        let replies = race(&stores, calls).await;
+        let now = eval(&stores[0], &INSPECT_LEARNED, &keys, &[]).await;
+        let count: u64 = now[0].parse().unwrap();
+        (granted(&replies) + count != left)
+            .then(|| format!("{} taken, {count} left of {left}", granted(&replies)))
+    })
+}
+
+fn learned_notes(stores: Vec<RedisStore>, rep: usize) -> BoxFuture<'static, Option<String>> {
+    Box::pin(async move {
+        let keys = keys("note", rep, &["left", "quota"]);
+        let mut rng = rand::rngs::StdRng::seed_from_u64(rep as u64);
+        // Half the repetitions start from a count above every racer's, ending later.
+        if rep.is_multiple_of(2) {
+            eval(&stores[0], &ARRANGE_LEARNED, &keys, &["1000", ""]).await;
+        }
+        let notes: Vec<(u64, u64, u64)> = (0..RACERS)
+            .map(|i| {
+                let left = rng.random_range(100..900);
+                let ends = rng.random_range(600_000..1_200_000);
+                (left, ends, 50 + i as u64)
+            })
+            .collect();
+        let calls = notes
+            .iter()
+            .map(|&(left, ends, limit)| Call {
+                script: &LEARNED_NOTE,
+                keys: keys.clone(),
+                args: vec![
+                    left.to_string(),
+                    ends.to_string(),
+                    limit.to_string(),
+                    (limit * 1000).to_string(),
+                    "3600000".to_owned(),
+                ],
+            })
+            .collect();
+        let started = Instant::now();
+        race(&stores, calls).await;
+        let now = eval(&stores[0], &INSPECT_LEARNED, &keys, &[]).await;
+        let least = notes.iter().map(|n| n.0).min().unwrap();
+        let soonest = notes.iter().map(|n| n.1).min().unwrap();
+        let count: u64 = now[0].parse().unwrap();
+        let ttl: u64 = now[1].parse().unwrap();
+        let (limit, window): (u64, u64) = (now[2].parse().unwrap(), now[3].parse().unwrap());
+        let passed = started.elapsed().as_millis() as u64 + 5;
+        let whole = window == limit * 1000 && (50..50 + RACERS as u64).contains(&limit);
+        (count != least || ttl > soonest || ttl + passed < soonest || !whole).then(|| {
+            format!(
+                "count {count} (least {least}), ttl {ttl} ms (soonest {soonest}), quota \
+                 {limit}/{window}"
+            )
+        })
+    })
+}
+
+fn gate_closes(stores: Vec<RedisStore>, rep: usize) -> BoxFuture<'static, Option<String>> {
+    Box::pin(async move {
+        let keys = keys("gate", rep, &["gate"]);
+        let mut pauses: Vec<u64> = (0..RACERS as u64).map(|i| 600_000 + i * 10_000).collect();
+        pauses.shuffle(&mut rand::rngs::StdRng::seed_from_u64(rep as u64));
+        let longest = *pauses.iter().max().unwrap();
+        let calls = pauses.iter().map(|&p| close_call(&keys, p)).collect();
+        race(&stores, calls).await;
+        let ttl: u64 = eval(&stores[0], &INSPECT_GATE, &keys, &[]).await[0]
+            .parse()
+            .unwrap();
+        // The longest pause won: the next longest would leave at most 10 s less.
+        (ttl > longest || ttl + 10_000 <= longest)
+            .then(|| format!("gate at {ttl} ms, the longest {longest} ms"))
+    })
+}
+
+const RACES: [(&str, Race); 8] = [
+    ("bucket_take, single takes", bucket_single_takes),
+    ("bucket_take, batches of up to 3", bucket_batches),
+    ("bucket_take beside close_gate", bucket_takes_and_gate),
+    ("bucket_take with give-backs", bucket_give_backs),
+    ("learned_take", learned_takes),
+    ("learned_take beside close_gate", learned_takes_and_gate),
+    ("learned_note", learned_notes),
+    ("close_gate", gate_closes),
+];
+
+/// Every kind of race, [`REPETITIONS`] times each, the kinds at once (each on its own keys).
+async fn every_race(stores: Vec<RedisStore>, what: &str) {
+    let started = Instant::now();
+    let runs: Vec<_> = RACES
+        .iter()
+        .map(|&(name, race)| {
+            let stores = stores.clone();
+            tokio::spawn(async move {
+                let mut wrong = Vec::new();
+                for rep in 0..REPETITIONS {
+                    if let Some(what) = race(stores.clone(), rep).await {
+                        wrong.push(format!("{name} #{rep}: {what}"));
+                    }
+                }
+                wrong
+            })
+        })
+        .collect();
+    let mut wrong = Vec::new();
+    for run in runs {
+        wrong.extend(run.await.unwrap());
+    }
+    eprintln!(
+        "{what}: {} races of {RACERS} racers ({} kinds x {REPETITIONS}) took {:?}",
+        RACES.len() * REPETITIONS,
+        RACES.len(),
+        started.elapsed()
+    );
+    assert!(
+        wrong.is_empty(),
+        "{what}: {} wrong: {wrong:#?}",
+        wrong.len()
+    );
+}
+
+/// A loaded machine must not turn a slow answer into a failed race.
+fn options() -> RedisOptions {
+    RedisOptions::default().with_command_timeout(Duration::from_secs(5))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn twenty_racers_leave_every_pacing_script_as_one_after_another_would() {
+    let _turn = take_turn(module_path!()).await;
+    let server = RedisServer::start();
+    let mut stores = Vec::with_capacity(RACERS);
+    for _ in 0..RACERS {
+        stores.push(
+            RedisStore::standalone(&server.url(), options())
+                .await
+                .unwrap(),
+        );
+    }
+    every_race(stores, "standalone").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn on_redis_cluster_too() {
+    let _turn = take_turn(module_path!()).await;
+    let cluster = RedisCluster::start();
+    let urls = cluster.urls();
+    let urls: Vec<&str> = urls.iter().map(String::as_str).collect();
+    let mut stores = Vec::with_capacity(RACERS);
+    for _ in 0..RACERS {
+        stores.push(RedisStore::cluster(&urls, options()).await.unwrap());
+    }
+    every_race(stores, "cluster").await;
+}
+
+/// The hash tag of a key, `rp:{tag}:part`, and its part.
+fn tag_and_part(key: &str) -> (String, String) {
+    let open = key.find('{').expect("a hash tag");
+    let close = key.find('}').expect("a closed hash tag");
+    (key[open + 1..close].to_owned(), key[close + 2..].to_owned())
+}
+
+/// Pacers on a Redis Cluster (fail-closed: a cross-slot script would fail the test) take,
+/// close gates and share what they learn for 16 partition keys; then every key they wrote is
+/// found, node by node. Each partition key's keys (bucket and gate; count, quota and gate)
+/// share one hash tag, so one slot and one node, and the partition keys spread over the
+/// masters.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn on_redis_cluster_every_key_of_a_partition_is_in_one_slot() {
+    let _turn = take_turn(module_path!()).await;
+    let cluster = RedisCluster::start();
+    let urls = cluster.urls();
+    let urls: Vec<&str> = urls.iter().map(String::as_str).collect();
+    let store = RedisStore::cluster(&urls, options()).await.unwrap();
+    let wait = PacingMode::Wait {
+        max_wait: Duration::from_secs(5),
+    };
+    // Slow to refill, so that the buckets are still there (a full bucket is no key).
+    let rate = Rate::per_hour(nz(100)).with_burst(nz(100));
+    let bucket = SharedBucket::redis(store.clone(), "slots-bucket", rate)
+        .on_failure(StoreFailure::FailClosed);
+    let learned =
+        SharedBucket::redis_learned(store, "slots-learned").on_failure(StoreFailure::FailClosed);
+    let pacers = [
+        Pacer::builder().shared(bucket).mode(wait).build(),
+        Pacer::builder().shared(learned).mode(wait).build(),
+    ];
+    let mut stated = RateLimitInfo::default();
+    stated.limit = Some(100);
+    stated.remaining = Some(50);
+    stated.reset = Some(Duration::from_secs(60));
+    stated.window = Some(Duration::from_secs(60));
+    let mut refused = RateLimitInfo::default();
+    // Long enough for the gates to be there when the keys are looked for.
+    refused.retry_after = Some(Duration::from_secs(60));
+    for pacer in &pacers {
+        for tenant in 0..16 {
+            let key = format!("tenant-{tenant}");
+            let permit = pacer.acquire(&key, 1).await.unwrap();
+            permit.finish(StatusCode::OK, &stated).await;
+            let permit = pacer.acquire(&key, 1).await.unwrap();
+            permit.finish(StatusCode::TOO_MANY_REQUESTS, &refused).await;
+        }
+        let health = pacer.store_health().unwrap();
+        assert_eq!((health.outages, health.decided_without_store), (0, 0));
+    }
+    // Tag → (node, parts); a tag seen on two nodes is a partition split over slots.
+    let mut found: BTreeMap<String, (usize, BTreeSet<String>)> = BTreeMap::new();
+    for (node, mut connection) in cluster.node_connections().into_iter().enumerate() {
+        let keys: Vec<String> = redis::cmd("KEYS")
+            .arg("rp:*")
+            .query(&mut connection)
+            .unwrap();
+        for key in keys {
+            let slot: u16 = redis::cmd("CLUSTER")
+                .arg("KEYSLOT")
+                .arg(&key)
+                .query(&mut connection)
+                .unwrap();
+            let (tag, part) = tag_and_part(&key);
+            let tag_slot: u16 = redis::cmd("CLUSTER")
+                .arg("KEYSLOT")
+                .arg(&tag)
+                .query(&mut connection)
+                .unwrap();
+            assert_eq!(slot, tag_slot, "{key}");
+            let entry = found.entry(tag.clone()).or_insert((node, BTreeSet::new()));
+            assert_eq!(entry.0, node, "{tag} on nodes {} and {node}", entry.0);
+            entry.1.insert(part);
+        }
+    }
+    let bucket_parts: BTreeSet<String> = ["gate", "tb"].map(String::from).into();
+    let learned_parts: BTreeSet<String> = ["gate", "left", "quota"].map(String::from).into();
+    let (mut buckets, mut counts) = (0, 0);
+    for (tag, (_, parts)) in &found {
+        if tag.starts_with("slots-bucket:") {
+            assert_eq!(parts, &bucket_parts, "{tag}");
+            buckets += 1;
+        } else if tag.starts_with("slots-learned:") {
+            assert_eq!(parts, &learned_parts, "{tag}");
+            counts += 1;
+        }
+    }
+    assert_eq!((buckets, counts), (16, 16), "{found:?}");
+    let nodes: BTreeSet<usize> = found.values().map(|(node, _)| *node).collect();
+    assert!(nodes.len() >= 2, "every partition on one master: {found:?}");
+}
+
+/// `bucket_take.lua` keeps the limiter's token bucket (`token_bucket.lua`): one key, one state,
+/// one arithmetic. Taken from by turns, they agree on every token.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_take_script_and_the_limiter_share_one_bucket() {
+    use reqwest_polite::limiter::redis::RedisLimiter;
+    let _turn = take_turn(module_path!()).await;
+    let server = RedisServer::start();
+    let store = RedisStore::standalone(&server.url(), options())
+        .await
+        .unwrap();
+    // 10 tokens, one per 1,000 s: nothing refills meanwhile.
+    let rate = crate::support::refill(0.001, 10);
+    let limiter = RedisLimiter::token_bucket(store.clone(), "one-bucket", rate);
+    let pacer = Pacer::builder()
+        .shared(SharedBucket::redis(store, "one-bucket", rate).on_failure(StoreFailure::FailClosed))
+        .mode(PacingMode::FailFast)
+        .build();
+    assert_eq!(limiter.check("k", 6).await.unwrap().remaining, 4);
+    for _ in 0..3 {
+        drop(pacer.acquire("k", 1).await.unwrap());
+    }
+    assert_eq!(limiter.check("k", 0).await.unwrap().remaining, 1);
+    drop(pacer.acquire("k", 1).await.unwrap());
+    let refused = limiter.check("k", 1).await.unwrap();
+    assert!(!refused.allowed && refused.remaining == 0, "{refused:?}");
+    // The pacer's next request waits as long as the limiter's would: about one token's
+    // 1,000 s. It does not ask: its last take said what was left.
+    let error = pacer.acquire("k", 1).await.unwrap_err();
+    let wait = error.wait().unwrap();
+    let expected = refused.retry_after.unwrap();
+    assert!(
+        wait.abs_diff(expected) < Duration::from_secs(1),
+        "{wait:?} vs {expected:?}"
+    );
+    assert_eq!(pacer.shared_calls().takes, 4);
+}
