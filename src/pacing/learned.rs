@@ -192,14 +192,14 @@ pub(crate) struct KeyQuota {
     /// answer, admitted with as many left or more, was counted in a later window: the server's
     /// rolled (or a moving one freed) in between.
     least_left: Option<Left>,
-    in_flight: u64,
     /// The budget was set by our own roll, not by an answer of the window.
     budget_guessed: bool,
     /// The requests taken off the budget at the roll: they went near the last window's end.
     straddled: u64,
     /// The window's shape, once the first answer after a roll has shown it (see `Refill`).
     refill: Refill,
-    /// The requests in flight, oldest first: their serials and when they went.
+    /// The requests in flight, oldest first: their serials and when they went (their count is
+    /// the requests in flight).
     out: std::collections::VecDeque<(u64, Duration)>,
     /// The longest round trip lately (each answer's, or 7/8 of the one before).
     longest_trip: Duration,
@@ -292,8 +292,9 @@ impl KeyQuota {
     /// Reserves `demand` against every quota held, or says until when to wait: the quotas
     /// held beside the governing one first (see [`side`]), then the governing one's budget.
     pub(crate) fn reserve(&mut self, now: Duration, demand: Demand) -> Admission {
+        let in_flight = self.in_flight();
         let side = self.side.as_deref_mut();
-        if let Some(until) = side.and_then(|side| side.wait_until(now, demand, self.in_flight)) {
+        if let Some(until) = side.and_then(|side| side.wait_until(now, demand, in_flight)) {
             self.last_seen = now;
             return Admission::WaitUntil(until);
         }
@@ -325,7 +326,7 @@ impl KeyQuota {
             self.probe_out = None;
         }
         let mut alone =
-            self.probe_next || (self.probe_new && !self.observed && self.in_flight == 0);
+            self.probe_next || (self.probe_new && !self.observed && self.in_flight() == 0);
         let mut window = None;
         if let Some(silence) = self.silence.as_deref_mut() {
             match silence.admit(now, cost) {
@@ -359,7 +360,7 @@ impl KeyQuota {
                     Some(early) if early.at > now => early.at.min(reset_at),
                     _ => reset_at,
                 });
-            } else if self.in_flight > 0 {
+            } else if self.in_flight() > 0 {
                 // Spent, with no known reset yet: the answers on their way will tell when it
                 // frees (each wakes the head). Sent now, the request would only be refused.
                 return Admission::WaitUntil(now.saturating_add(PROBE_FOR));
@@ -386,6 +387,11 @@ impl KeyQuota {
         )
     }
 
+    /// How many of our requests are in flight.
+    fn in_flight(&self) -> u64 {
+        self.out.len() as u64
+    }
+
     /// A reservation sent at `now`, alone (the others wait for its answer) or not.
     fn ticket(&mut self, now: Duration, alone: bool, window: Option<Duration>) -> Ticket {
         let serial = self.next_serial;
@@ -394,7 +400,6 @@ impl KeyQuota {
             self.probe_out = Some((serial, now));
             self.probe_next = false;
         }
-        self.in_flight = self.in_flight.saturating_add(1);
         self.out.push_back((serial, now));
         // While a quota is stated, and a new key's first request (a window's first, maybe).
         let first_ever = !self.observed && self.next_serial == 1;
@@ -420,7 +425,7 @@ impl KeyQuota {
             // Alone on the wire: a probe sent beside requests of the old window could reach
             // the server before one of them and be admitted in its place, which would read as
             // the quota freed.
-            Some(early) if early.at <= now && self.probe_out.is_none() && self.in_flight == 0 => {
+            Some(early) if early.at <= now && self.probe_out.is_none() && self.in_flight() == 0 => {
                 self.early = None;
                 self.early_out = Some((self.next_serial, early));
                 true
@@ -472,7 +477,6 @@ impl KeyQuota {
     }
 
     fn end(&mut self, ticket: Ticket) {
-        self.in_flight = self.in_flight.saturating_sub(1);
         if let Some(at) = self
             .out
             .iter()
@@ -520,8 +524,9 @@ impl KeyQuota {
         let governs = info.governing_policy();
         let beside = info.policies.len() > usize::from(governs.is_some());
         if beside || self.side.is_some() {
+            let in_flight = self.in_flight();
             let side = self.side.get_or_insert_with(Box::default);
-            side.observe_beside(now, info, governs, self.in_flight);
+            side.observe_beside(now, info, governs, in_flight);
         }
         let stated = info.limit.is_some()
             || info.remaining.is_some()
@@ -735,12 +740,14 @@ impl KeyQuota {
             if let Some(remaining) = info.remaining {
                 self.budget = Some(match self.budget {
                     // A trickling window frees slots between answers: each says what is left.
-                    _ if self.refill == Refill::Trickle => remaining.saturating_sub(self.in_flight),
+                    _ if self.refill == Refill::Trickle => {
+                        remaining.saturating_sub(self.in_flight())
+                    }
                     // Our own reservations are already taken off; others may have spent more.
                     Some(budget) if !self.budget_guessed => budget.min(remaining),
                     // First news of the window: the requests still in flight may not be
                     // counted yet.
-                    _ => remaining.saturating_sub(self.in_flight),
+                    _ => remaining.saturating_sub(self.in_flight()),
                 });
                 self.budget_guessed = false;
             }
@@ -956,7 +963,7 @@ impl KeyQuota {
 
     /// True when the entry holds nothing worth keeping (memory stays bounded).
     pub(crate) fn is_idle(&self, now: Duration, idle_after: Duration) -> bool {
-        self.in_flight == 0
+        self.in_flight() == 0
             && self.gate_until <= now
             && self.reset_at.is_none_or(|t| t <= now)
             && now.saturating_sub(self.last_seen) >= idle_after
