@@ -175,17 +175,22 @@ impl Middleware for AttemptCounter {
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    tracing_subscriber::fmt()
+    let log = tracing_subscriber::fmt()
         .compact()
-        .without_time()
         .with_target(false)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .with_writer(std::io::stderr)
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| "reqwest_polite=info".into()),
-        )
-        .init();
+        .with_writer(std::io::stderr);
+    match tracing_subscriber::EnvFilter::try_from_default_env() {
+        // Asked for (RUST_LOG): each line with the time since the start, to read a trace by.
+        Ok(filter) => log
+            .with_timer(tracing_subscriber::fmt::time::uptime())
+            .with_env_filter(filter)
+            .init(),
+        Err(_) => log
+            .without_time()
+            .with_env_filter(tracing_subscriber::EnvFilter::new("reqwest_polite=info"))
+            .init(),
+    }
     let args = Args::parse();
 
     let (_demo, url, requests, concurrency) = match &args.url {

@@ -26,16 +26,24 @@
 //!
 //! # Servers that say nothing
 //!
-//! A 429 (or 503) with no `Retry-After` and no quota field still says "too fast"; the
-//! `silent` module infers the quota per window and the window from the pattern of admissions
-//! and refusals, and one model covers windows and rates alike: at most a quota per window,
-//! each window's requests no sooner after its first than the last window's went. Evidence
-//! selects the parameters:
+//! A 429 (or 503) with no quota field still says "too fast"; the `silent` module infers the
+//! quota per window and the window from the pattern of admissions and refusals, and one model
+//! covers windows and rates alike: at most a quota per window, each window's requests no
+//! sooner after its first than the last window's went. A `Retry-After` alone (proxies add a
+//! static one to every 429) sets the pause and is otherwise such a refusal; once a server has
+//! stated its quota, its refusals speak of that quota instead.
+//!
+//! Until something is known, a slow start caps the requests in flight: one at first, twice
+//! as many every 100 ms. The first refusal finds the quota, and every request then on its way
+//! is refused with it: under the cap, a burst of tasks pays one 429 for it, not one each. Each
+//! window of an estimate not yet proven (no window has yet admitted its whole quota without a
+//! refusal) starts slow the same way, so a bucket that had refilled only in part refuses one
+//! request, not every one in flight. Evidence selects the parameters:
 //!
 //! - the first refusal: what was admitted since the first request is the quota; the probes
 //!   that follow (pauses ×1.5 from 250 ms) bound the window (refused: not over; admitted: over);
 //! - each window's first request goes alone, at the midpoint of the window known too short
-//!   and the one known enough, until they are a sixteenth apart: refused, the lower bound
+//!   and the one known enough, until they are a thirty-second apart: refused, the lower bound
 //!   rises; admitted, the upper bound falls, unless the window then admits fewer than the last
 //!   (a bucket that had refilled only in part), which undoes it;
 //! - a refusal inside a whole window: the quota is at most what that window admitted, a
@@ -52,7 +60,7 @@ use std::time::Duration;
 use self::phase::{GRAIN, NARROW, ResetPhase};
 pub(crate) use self::side::Demand;
 use self::side::SideQuotas;
-use self::silent::{Silence, SilentAdmission};
+use self::silent::{Learned, Silence, SilentAdmission};
 use super::shared::SharedFacts;
 use crate::headers::RateLimitInfo;
 
@@ -167,6 +175,13 @@ pub(crate) const PROBE_FOR: Duration = Duration::from_secs(2);
 /// How many send times of a window are kept: the pace at which a moving window frees up is
 /// mirrored for this many requests (past them, the phase probe takes over).
 const SENDS_KEPT: usize = 64;
+/// How often the slow start doubles its cap on the requests in flight. A quota the server has
+/// not stated is found by its first refusal, and every request then on its way is refused with
+/// it: starting with one in flight, a burst of concurrent tasks pays one 429 for it, not one
+/// each. Fixed in time, not in round trips: on a fast network the quota is spent long before
+/// the cap has grown, and on a slow one the cap grows as TCP's slow start does (full
+/// concurrency within half a second for most jobs).
+const RAMP_STEP: Duration = Duration::from_millis(100);
 
 /// One key's learned quota.
 #[derive(Debug, Default, Clone)]
@@ -208,6 +223,9 @@ pub(crate) struct KeyQuota {
     probe_new: bool,
     /// Whether any response has been seen for this key.
     observed: bool,
+    /// While nothing is known of the quota (no quota stated, no refusal measured): when the
+    /// slow start began. Its cap on the requests in flight doubles every [`RAMP_STEP`].
+    ramp_since: Option<Duration>,
     next_serial: u64,
     /// A request is out alone: its serial and when it went. The others wait for its answer.
     probe_out: Option<(u64, Duration)>,
@@ -325,6 +343,9 @@ impl KeyQuota {
             // No answer in time: the next request probes in its place.
             self.probe_out = None;
         }
+        if let Some(until) = self.ramp_wait(now) {
+            return Admission::WaitUntil(until);
+        }
         let mut alone =
             self.probe_next || (self.probe_new && !self.observed && self.in_flight() == 0);
         let mut window = None;
@@ -385,6 +406,26 @@ impl KeyQuota {
                 .answered
                 .saturating_add(nth.answered.saturating_sub(first.at)),
         )
+    }
+
+    /// While the slow start holds (nothing known of the quota), until when a request must wait
+    /// for a slot in flight: the cap's next doubling, or an answer, whichever comes first.
+    fn ramp_wait(&self, now: Duration) -> Option<Duration> {
+        if self.limit.is_some() || self.budget.is_some() {
+            return None;
+        }
+        let since = match self.silence.as_deref() {
+            // Each window of an unproven estimate starts slow, from its first request.
+            Some(silence) if silence.unproven && self.probe_new => silence.window_start,
+            Some(_) => return None,
+            None => self.ramp_since?,
+        };
+        let steps = now.saturating_sub(since).as_nanos() / RAMP_STEP.as_nanos();
+        let cap = 1u64 << steps.min(32);
+        (self.in_flight() >= cap).then(|| {
+            let next = u32::try_from(steps + 1).unwrap_or(u32::MAX);
+            since.saturating_add(RAMP_STEP.saturating_mul(next))
+        })
     }
 
     /// How many of our requests are in flight.
@@ -517,6 +558,9 @@ impl KeyQuota {
             .map(|(_, early)| early);
         self.end(ticket);
         self.last_seen = now;
+        if !self.observed && self.probe_new {
+            self.ramp_since = Some(now);
+        }
         self.observed = true;
         let trip = now.saturating_sub(ticket.sent);
         self.longest_trip = trip.max(self.longest_trip.mul_f64(0.875));
@@ -528,12 +572,16 @@ impl KeyQuota {
             let side = self.side.get_or_insert_with(Box::default);
             side.observe_beside(now, info, governs, in_flight);
         }
-        let stated = info.limit.is_some()
-            || info.remaining.is_some()
-            || info.reset.is_some()
-            || info.retry_after.is_some();
-        if !stated {
-            return self.observe_silence(now, ticket, was_probe, outcome);
+        let states_quota = info.limit.is_some() || info.remaining.is_some() || info.reset.is_some();
+        // A wait alone (a `Retry-After` that proxies add to every 429) says nothing of the
+        // quota, unless the server has stated one before: its refusals then speak of it.
+        let quota_known = self.limit.is_some() || self.budget.is_some();
+        let speaks_of_quota = states_quota || (quota_known && info.retry_after.is_some());
+        if !speaks_of_quota {
+            // The refusal teaches what a bare one does; the wait it asks is the pause.
+            let silent = self.observe_silence(now, ticket, was_probe, outcome);
+            let asked = info.retry_after.filter(|_| outcome == Outcome::Throttled);
+            return asked.or(silent);
         }
         // A stated quota replaces every estimate.
         self.silence = None;
@@ -776,7 +824,17 @@ impl KeyQuota {
     ) -> Option<Duration> {
         if outcome == Outcome::Answered {
             match self.silence.as_deref_mut() {
-                Some(silence) => silence.admitted(ticket, was_probe),
+                Some(silence) => {
+                    if silence.admitted(ticket, was_probe) == Learned::Nothing {
+                        // Refused before anything was admitted, then admitted again: no quota
+                        // was measured (the refusal was another client's spending, or a pause
+                        // the server asked). Nothing is known; a slow start begins again.
+                        self.silence = None;
+                        self.quiet_admitted = 1;
+                        self.quiet_since = Some(ticket.sent);
+                        self.ramp_since = self.probe_new.then_some(now);
+                    }
+                }
                 None => {
                     self.quiet_admitted = self.quiet_admitted.saturating_add(1);
                     let since = self.quiet_since.get_or_insert(ticket.sent);
@@ -802,7 +860,16 @@ impl KeyQuota {
             }
         };
         silence.wave_end = next_serial;
-        Some(silence.throttled(now, ticket, was_probe))
+        let pause = silence.throttled(now, ticket, was_probe);
+        tracing::trace!(
+            serial = ticket.serial,
+            quota = silence.quota(now),
+            window_ms = silence.window.map(|w| w.as_millis() as u64),
+            too_short_ms = silence.too_short.as_millis() as u64,
+            pause_ms = pause.as_millis() as u64,
+            "pacing: silent model refused"
+        );
+        Some(pause)
     }
 
     /// Pauses the key until `now + wait` (a later gate wins).

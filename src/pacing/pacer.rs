@@ -419,6 +419,7 @@ impl Pacer {
             Ok(taken) => taken,
             Err(wait) => return Ok(Err(wait)),
         };
+        tracing::trace!(key = %key_digest(key), serial = ticket.serial, "pacing: reserved");
         // From here, dropping `reservation` gives back the budget and the local tokens.
         let mut reservation = Reservation {
             pacer: self.inner.clone(),

@@ -82,6 +82,15 @@ impl Permit {
                         drawn.min(wait.saturating_add(SPENT_SPREAD))
                     }
                 });
+            tracing::trace!(
+                key = %key_digest(key),
+                serial = reservation.ticket.serial,
+                status = status.as_u16(),
+                remaining = info.remaining,
+                reset_ms = info.reset.map(|r| r.as_millis() as u64),
+                pause_ms = pause.map(|p| p.as_millis() as u64),
+                "pacing: answered"
+            );
             if let Some(wait) = pause {
                 state.quota.close_gate_stated(now, wait, info.server_wait());
             }

@@ -48,6 +48,12 @@ pub(super) struct Silence {
     /// admitted, shortened it: restored if a refusal inside this window shows that request
     /// found only part of the quota free (a bucket refilling, not a window ending).
     before_trial: Option<Duration>,
+    /// Whether the estimate is unproven: no whole window has yet admitted its quota at it
+    /// without a refusal. While it is, each window's requests go under the slow start's cap
+    /// (a bucket that refilled only in part refuses one request, not every one in flight).
+    pub(super) unproven: bool,
+    /// A request of the current window was refused.
+    refused_in_window: bool,
     /// When this window's requests went, and the last window's (the first [`SENDS_KEPT`]).
     sends: Vec<Duration>,
     previous_sends: Vec<Duration>,
@@ -70,6 +76,16 @@ struct Probing {
     next_pause: Duration,
     /// How long after `from` the last refused request went: the window is longer.
     refused_after: Duration,
+}
+
+/// What an admission taught the silent model.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Learned {
+    /// It counts towards the model.
+    Counted,
+    /// A probe ended a pause that followed a refusal with nothing admitted before it: no
+    /// quota was measured, so the model knows nothing.
+    Nothing,
 }
 
 /// The silent model's verdict on one request.
@@ -95,6 +111,8 @@ impl Silence {
             floor: 0,
             ceiling: None,
             before_trial: None,
+            unproven: true,
+            refused_in_window: false,
             sends: Vec::new(),
             previous_sends: Vec::new(),
             curve: Cubic::settled(measured as f64, 0.0),
@@ -131,6 +149,8 @@ impl Silence {
             // costs one 429, not a burst.
             self.previous_start = self.window_start;
             self.previous_admitted = self.admitted;
+            self.unproven = self.refused_in_window || self.used < self.quota(now);
+            self.refused_in_window = false;
             // The window just ended with no refusal: a shorter one tried is confirmed.
             self.before_trial = None;
             self.window_start = now;
@@ -163,20 +183,24 @@ impl Silence {
     }
 
     /// How far into a window its successor's first request goes: the window, or the midpoint
-    /// between the two bounds while they are more than a sixteenth (and 2 ms) apart. Each
-    /// midpoint tried costs at most one 429 (four of them halve a gap of the whole window to a
-    /// sixteenth); the window kept is then at most 6% too long.
+    /// between the two bounds while they are more than a thirty-second (and 2 ms) apart. Each
+    /// midpoint tried costs at most one 429 (five of them halve a gap of the whole window to a
+    /// thirty-second); the window kept is then at most 3% too long, inside the 5% a job may
+    /// take over the quota's time.
     fn next_try(&self, window: Duration) -> Duration {
         let gap = window.saturating_sub(self.too_short);
-        if gap > (window / 16).max(Duration::from_millis(2)) {
+        if gap > (window / 32).max(Duration::from_millis(2)) {
             self.too_short + gap / 2
         } else {
             window
         }
     }
 
-    pub(super) fn admitted(&mut self, ticket: Ticket, was_probe: bool) {
+    pub(super) fn admitted(&mut self, ticket: Ticket, was_probe: bool) -> Learned {
         if was_probe && let Some(probing) = self.probing.take() {
+            if self.window.is_none() && probing.measured.max(self.admitted) == 0 {
+                return Learned::Nothing;
+            }
             // The server admits again: the measured window is bounded, and a new one began
             // with this probe.
             let window = ticket
@@ -200,7 +224,7 @@ impl Silence {
             self.floor = measured;
             self.curve
                 .throttled(measured as f64, self.windows_at(probing.at));
-            return;
+            return Learned::Counted;
         }
         if ticket.window == Some(self.window_start) || self.window.is_none() {
             self.admitted = self.admitted.saturating_add(1);
@@ -222,10 +246,13 @@ impl Silence {
                 self.window = Some(into.max(self.too_short));
             }
         }
+        Learned::Counted
     }
 
     /// A bare throttle at `now` on `ticket`; returns the pause before the next probe.
     pub(super) fn throttled(&mut self, now: Duration, ticket: Ticket, was_probe: bool) -> Duration {
+        self.unproven = true;
+        self.refused_in_window = true;
         if let Some(probing) = &mut self.probing {
             // A probe failed: the window has not ended yet; wait longer before the next.
             probing.refused_after = ticket.sent.saturating_sub(probing.from);

@@ -778,3 +778,93 @@ fn a_moving_window_frees_its_slots_at_the_pace_its_last_window_went() {
     assert_eq!(q.refill, Refill::Stated);
     assert!(matches!(q.try_reserve(MS * 1025, 1), Admission::WaitUntil(t) if t >= MS * 1524));
 }
+
+#[test]
+fn while_nothing_is_known_the_requests_in_flight_start_at_one_and_double_every_step() {
+    let mut q = KeyQuota::new(true);
+    // The first request goes alone; its answer (stating nothing) starts the slow start.
+    let first = reserve(&mut q, Duration::ZERO);
+    see(&mut q, MS, first, false, &silent());
+    let one = reserve(&mut q, MS);
+    // One in flight is the cap for the first step: the next waits for the step's end (an
+    // answer wakes it sooner).
+    assert_eq!(
+        q.try_reserve(MS * 2, 1),
+        Admission::WaitUntil(MS + RAMP_STEP)
+    );
+    see(&mut q, MS * 3, one, false, &silent());
+    let _one = reserve(&mut q, MS * 3);
+    // Two after one step, four after two.
+    let _two = reserve(&mut q, MS + RAMP_STEP);
+    assert_eq!(
+        q.try_reserve(MS + RAMP_STEP, 1),
+        Admission::WaitUntil(MS + RAMP_STEP * 2)
+    );
+    let _more: Vec<Ticket> = (0..2)
+        .map(|_| reserve(&mut q, MS + RAMP_STEP * 2))
+        .collect();
+    assert_eq!(
+        q.try_reserve(MS + RAMP_STEP * 2, 1),
+        Admission::WaitUntil(MS + RAMP_STEP * 3)
+    );
+}
+
+#[test]
+fn a_stated_quota_lifts_the_slow_start() {
+    let mut q = KeyQuota::new(true);
+    let first = reserve(&mut q, Duration::ZERO);
+    see(
+        &mut q,
+        MS,
+        first,
+        false,
+        &info(20, 19, secs(2), Some(secs(2))),
+    );
+    // The window's first answer said 19 are left: they go at once.
+    for _ in 0..19 {
+        reserve(&mut q, MS * 2);
+    }
+}
+
+/// A 429 that states nothing but a wait (a static `Retry-After`, as proxies add).
+fn asked_to_wait(wait: Duration) -> RateLimitInfo {
+    RateLimitInfo {
+        retry_after: Some(wait),
+        ..RateLimitInfo::default()
+    }
+}
+
+#[test]
+fn a_refusal_stating_only_a_wait_pauses_that_long_and_measures_the_quota_as_a_bare_one() {
+    let mut q = KeyQuota::new(false);
+    admit_silently(&mut q, 5, Duration::ZERO, MS);
+    let refused = reserve(&mut q, MS * 2);
+    // The server's wait is the pause, not the silent model's first 250 ms.
+    assert_eq!(
+        see(&mut q, MS * 3, refused, true, &asked_to_wait(secs(1))),
+        Some(secs(1))
+    );
+    let probe = reserve(&mut q, MS * 1003);
+    see(&mut q, MS * 1004, probe, false, &silent());
+    // What was admitted before the refusal is the quota, and the probe bounds the window.
+    assert_eq!(q.estimate(MS * 1004), Some((5, MS * 1003)));
+}
+
+#[test]
+fn a_refusal_before_anything_was_admitted_measures_no_quota() {
+    let mut q = KeyQuota::new(true);
+    let first = reserve(&mut q, Duration::ZERO);
+    assert_eq!(
+        see(&mut q, MS, first, true, &asked_to_wait(secs(1))),
+        Some(secs(1))
+    );
+    let probe = reserve(&mut q, MS * 1001);
+    see(&mut q, MS * 1002, probe, false, &silent());
+    // Not "one request per second": nothing was measured, and the slow start begins again.
+    assert_eq!(q.estimate(MS * 1002), None);
+    let _one = reserve(&mut q, MS * 1002);
+    assert_eq!(
+        q.try_reserve(MS * 1002, 1),
+        Admission::WaitUntil(MS * 1002 + RAMP_STEP)
+    );
+}
