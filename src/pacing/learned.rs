@@ -683,6 +683,13 @@ impl KeyQuota {
         };
         // The stated instant at the latest: the probe goes ahead of the jittered gate.
         let at = trickle.or(lagged).unwrap_or(phased).min(latest);
+        tracing::trace!(
+            in_ms = at.saturating_sub(now).as_millis() as u64,
+            latest_ms = latest.saturating_sub(now).as_millis() as u64,
+            trickle = trickle.is_some(),
+            lagged = lagged.is_some(),
+            "pacing: early probe armed"
+        );
         self.early = Some(EarlyProbe {
             at: at.max(now),
             latest,
