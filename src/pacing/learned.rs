@@ -24,6 +24,15 @@
 //! module). When the window that opened early frees one request at a time (a moving window),
 //! its requests go at the pace the last window's went, each first alone.
 //!
+//! A moving window is recognised inside a window an early probe opened: a later answer finds
+//! more left than an earlier one, yet not the whole quota. Its reset then follows our own
+//! sends (it is when the window's first request ages out, rounded up), so the phase of the
+//! second says nothing; the probe goes instead at the window's *lag*, how long after the
+//! window's first send the quota freed, bisected between probes refused and admitted to
+//! 16 ms (`phase::WindowLag`). Its answers come out of order (a server's threads), so a
+//! budget taken from one is net of the requests in flight and of those answered while it was
+//! out; spent is spent until the lag has passed.
+//!
 //! # Servers that say nothing
 //!
 //! A 429 (or 503) with no quota field still says "too fast"; the `silent` module infers the
@@ -57,7 +66,7 @@
 
 use std::time::Duration;
 
-use self::phase::{GRAIN, NARROW, ResetPhase};
+use self::phase::{GRAIN, NARROW, ResetPhase, WindowLag};
 pub(crate) use self::side::Demand;
 use self::side::SideQuotas;
 use self::silent::{Learned, Silence, SilentAdmission};
@@ -248,6 +257,12 @@ pub(crate) struct KeyQuota {
     side: Option<Box<SideQuotas>>,
     /// Where, in the second before a stated (rounded-up) reset, the quota really frees.
     phase: ResetPhase,
+    /// The window frees its slots one at a time, one window after each went (a moving
+    /// window): within a window an early probe opened, a later answer found more left than
+    /// an earlier one, yet not the whole quota. Its early probes then go by `lag`.
+    moving: bool,
+    /// How long after a moving window's first send its quota frees again.
+    lag: WindowLag,
     /// One request may pass the closed gate, alone, to see whether the quota has freed.
     early: Option<EarlyProbe>,
     /// That request, while it is out: its serial.
@@ -288,6 +303,9 @@ struct EarlyProbe {
     trickle: bool,
     /// Its time came from `lag_by`, not from the phase.
     by_lag: bool,
+    /// Its time came from the moving window's lag, measured from this send (the window's
+    /// first).
+    anchor: Option<Duration>,
 }
 
 impl KeyQuota {
@@ -361,6 +379,7 @@ impl KeyQuota {
             if budget >= cost {
                 self.budget = Some(budget - cost);
             } else if self.refill == Refill::Trickle
+                && !self.moving
                 && let Some(at) = self.mirrored()
             {
                 // A moving window frees the slot of the last window's n-th request one window
@@ -368,6 +387,14 @@ impl KeyQuota {
                 if at > now {
                     return Admission::WaitUntil(self.reset_at.map_or(at, |reset| reset.min(at)));
                 }
+                alone = true;
+            } else if self.moving && self.in_flight() > 0 {
+                // A moving window's budget is counted with care (answers come out of order):
+                // the answers on their way say what has freed.
+                return Admission::WaitUntil(now.saturating_add(PROBE_FOR));
+            } else if self.moving {
+                // Nothing on its way, and no answer said the window is spent (that closes the
+                // gate): what is left is for one request to find out, alone.
                 alone = true;
             } else if let Some(reset_at) = self.reset_at.filter(|t| *t > now) {
                 // Spent until a stated reset: one request may find out sooner.
@@ -406,6 +433,23 @@ impl KeyQuota {
                 .answered
                 .saturating_add(nth.answered.saturating_sub(first.at)),
         )
+    }
+
+    /// How many other requests were answered while `ticket`'s was out: the server may have
+    /// counted them after it stated what `ticket`'s answer says is left (its threads answer
+    /// out of order), and they are no longer in flight.
+    fn answered_while_out(&self, ticket: Ticket) -> u64 {
+        let outstanding = |serial: u64| self.out.iter().any(|(s, _)| *s == serial);
+        self.sends
+            .iter()
+            .chain(self.previous_sends.iter())
+            .filter(|sent| {
+                sent.serial != ticket.serial
+                    && sent.answered > sent.at
+                    && sent.answered >= ticket.sent
+                    && !outstanding(sent.serial)
+            })
+            .count() as u64
     }
 
     /// While the slow start holds (nothing known of the quota), until when a request must wait
@@ -619,9 +663,21 @@ impl KeyQuota {
         early: EarlyProbe,
         outcome: Outcome,
     ) {
+        // How long after the window's first send the probe went: what a moving window's lag
+        // is measured in, whichever rule timed the probe (the phase's probes, before the
+        // window is known to move, bound it too).
+        let lag = early
+            .anchor
+            .or(self.sends.first().map(|first| first.at))
+            .map(|anchor| ticket.sent.saturating_sub(anchor));
         match (outcome, early.trickle) {
             (Outcome::Answered, false) => {
-                self.phase.freed(early.latest, ticket.sent, now);
+                if let Some(lag) = lag {
+                    self.lag.freed(lag);
+                }
+                if early.anchor.is_none() {
+                    self.phase.freed(early.latest, ticket.sent, now);
+                }
                 if let Some(first) = self.sends.first() {
                     let lag = now.saturating_sub(first.at);
                     self.lag_by = Some(self.lag_by.map_or(lag, |known| known.min(lag)));
@@ -637,9 +693,14 @@ impl KeyQuota {
                 self.gate_until = self.gate_until.min(now);
             }
             (Outcome::Throttled, false) => {
-                self.phase.refused(early.latest, ticket.sent);
-                if early.by_lag {
-                    self.lag_by = None;
+                if let Some(lag) = lag {
+                    self.lag.refused(lag);
+                }
+                if early.anchor.is_none() {
+                    self.phase.refused(early.latest, ticket.sent);
+                    if early.by_lag {
+                        self.lag_by = None;
+                    }
                 }
             }
             (Outcome::Throttled, true) => self.early_refused = true,
@@ -673,6 +734,30 @@ impl KeyQuota {
             }
             _ => None,
         };
+        // A moving window frees one window after its first request went: the lag from it,
+        // not the phase of the stated reset (which follows our own sends, and drifts).
+        let anchor = match self.sends.first() {
+            Some(first) if self.moving && trickle.is_none() => Some(first.at),
+            _ => None,
+        };
+        if let Some(anchor) = anchor {
+            let after = self.lag.probe_after(latest.saturating_sub(anchor));
+            let at = anchor.saturating_add(after).min(latest);
+            tracing::trace!(
+                in_ms = at.saturating_sub(now).as_millis() as u64,
+                latest_ms = latest.saturating_sub(now).as_millis() as u64,
+                lag_ms = after.as_millis() as u64,
+                "pacing: early probe armed by the moving window's lag"
+            );
+            self.early = Some(EarlyProbe {
+                at: at.max(now),
+                latest,
+                trickle: false,
+                by_lag: false,
+                anchor: Some(anchor),
+            });
+            return;
+        }
         let phased = self.phase.probe_at(latest);
         // Far sooner by the lag: the phase has wrapped past a second.
         let lagged = match (self.lag_by, self.sends.first()) {
@@ -695,6 +780,7 @@ impl KeyQuota {
             latest,
             trickle: trickle.is_some(),
             by_lag: lagged.is_some(),
+            anchor: None,
         });
     }
 
@@ -770,7 +856,15 @@ impl KeyQuota {
             // the window ends one window after its first request, as projected at its roll.
             let next_slot_only =
                 self.refill == Refill::Trickle && self.reset_at.is_some_and(|t| t > now);
-            if let Some(reset) = info.reset.filter(|_| !next_slot_only) {
+            if let Some(reset) = info
+                .reset
+                .filter(|_| self.moving && info.remaining == Some(0))
+            {
+                // A moving window spent: its oldest slot is this window's first, and the
+                // reset is when it frees (rounded up). What earlier answers bounded was the
+                // last window's slots.
+                self.reset_at = Some(now.saturating_add(reset));
+            } else if let Some(reset) = info.reset.filter(|_| !next_slot_only) {
                 // Servers round resets up to whole seconds, so each response bounds the true
                 // reset from above: the earliest bound of the window is the tightest.
                 let mut stated = now.saturating_add(reset);
@@ -788,13 +882,18 @@ impl KeyQuota {
                     tightest_reset(self.reset_at, stated, now)
                 });
             }
-            let trickles = self.refill == Refill::Trickle && self.mirrored().is_some();
+            // (A moving window's budget is its answers' own: spent is spent.)
+            let trickles =
+                self.refill == Refill::Trickle && !self.moving && self.mirrored().is_some();
             if info.remaining == Some(0) && pause.is_none() && !trickles {
                 pause = self.reset_at.map(|at| at.saturating_sub(now));
             }
             if let Some(remaining) = info.remaining {
                 self.budget = Some(match self.budget {
                     // A trickling window frees slots between answers: each says what is left.
+                    _ if self.moving => remaining
+                        .saturating_sub(self.in_flight())
+                        .saturating_sub(self.answered_while_out(ticket)),
                     _ if self.refill == Refill::Trickle => {
                         remaining.saturating_sub(self.in_flight())
                     }
@@ -947,6 +1046,19 @@ impl KeyQuota {
             (Some(seen), Some(left)) => seen.rolled_by(&left),
             _ => false,
         };
+        if rolled
+            && outcome == Outcome::Answered
+            && ticket.epoch == self.epoch
+            && self.opened_early
+            && let (Some(seen), Some(left), Some(limit)) =
+                (ticket.seen, Left::stated(info), info.limit.or(self.limit))
+            && left.remaining > seen.remaining
+            && left.remaining.saturating_add(1) < limit
+        {
+            // More left than an answer before this request went, within a window an early
+            // probe opened, yet not the whole quota: slots free one by one.
+            self.moving = true;
+        }
         if !rolled
             || outcome != Outcome::Answered
             || ticket.epoch != self.epoch

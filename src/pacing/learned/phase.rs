@@ -90,6 +90,60 @@ impl ResetPhase {
     }
 }
 
+/// How long after a moving window's first request its quota frees again, as the client's own
+/// sends measure it: a sliding log frees each slot one window after the request that spent
+/// it, so the instant follows the client's sends, not the server's clock, and the phase of
+/// a rounded-up reset drifts from one window to the next. Bisected between a probe refused
+/// (`after`) and one admitted (`by`), both measured from the window's first send to the
+/// probe's send; once they are [`LAG_NARROW`] apart, each probe goes at `by`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(super) struct WindowLag {
+    after: Duration,
+    by: Option<Duration>,
+}
+
+/// Narrow enough for a lag: the probe goes at its safe end, at most this late. Finer than
+/// [`NARROW`]: a moving window pays it once per window, and nothing rounds it.
+pub(super) const LAG_NARROW: Duration = Duration::from_millis(16);
+
+impl WindowLag {
+    /// How long after the window's first send to probe, the server having stated that the
+    /// quota frees by `stated` after it (rounded up: a grain sooner at the most).
+    pub(super) fn probe_after(&self, stated: Duration) -> Duration {
+        let after = self.after.max(stated.saturating_sub(GRAIN));
+        let by = self.by.unwrap_or(stated);
+        let gap = by.saturating_sub(after);
+        if gap > LAG_NARROW {
+            after + gap / 2
+        } else {
+            by
+        }
+    }
+
+    /// A probe sent `lag` after the window's first send was refused.
+    pub(super) fn refused(&mut self, lag: Duration) {
+        self.after = self.after.max(lag);
+        if let Some(by) = self.by
+            && lag >= by
+        {
+            // Refused where one was admitted before: the network's jitter (or a window
+            // that grew). The safe end moves past it by a step, not back to the stated
+            // instant: a jitter of a few milliseconds costs a 429, once.
+            self.by = Some(lag + LAG_NARROW);
+        }
+    }
+
+    /// A probe sent `lag` after the window's first send was admitted.
+    pub(super) fn freed(&mut self, lag: Duration) {
+        self.by = Some(self.by.map_or(lag, |by| by.min(lag)));
+        if lag <= self.after {
+            // Admitted where one was refused: the window shrank, or that refusal was the
+            // network's. Start the lower bound again.
+            self.after = Duration::ZERO;
+        }
+    }
+}
+
 /// How far `at` is into the second before `latest` (clamped to that second; a `latest` less
 /// than a second after the clock's origin still has its whole second before it).
 fn into_second(latest: Duration, at: Duration) -> Duration {
@@ -171,6 +225,54 @@ mod tests {
             phase.refused(latest, at);
         }
         assert_eq!(probes, [9750, 9875, 10_000].map(Duration::from_millis));
+    }
+
+    #[test]
+    fn a_moving_windows_lag_is_bisected_then_probed_at_its_safe_end() {
+        let mut lag = WindowLag::default();
+        let stated = Duration::from_millis(2900);
+        // Nothing learned: halfway through the grain before the stated instant.
+        assert_eq!(lag.probe_after(stated), Duration::from_millis(2400));
+        lag.freed(Duration::from_millis(2400));
+        // The window is 2 s and 3 ms as the sends measure it: the search pays for each
+        // probe sent too soon, and ends at the safe end, where every probe is admitted.
+        let truth = Duration::from_millis(2003);
+        let mut refused = 0;
+        for _ in 0..20 {
+            let at = lag.probe_after(stated);
+            if at >= truth {
+                lag.freed(at);
+            } else {
+                lag.refused(at);
+                refused += 1;
+            }
+        }
+        assert!(refused <= 4, "{refused} refused");
+        let settled = lag.probe_after(stated);
+        assert!(
+            settled >= truth && settled <= truth + LAG_NARROW,
+            "{settled:?}"
+        );
+        // The stated instant moves with every window (it follows the sends): the lag
+        // learned does not.
+        assert_eq!(lag.probe_after(Duration::from_millis(2100)), settled);
+    }
+
+    #[test]
+    fn a_lag_refused_at_its_safe_end_moves_past_it_by_a_step() {
+        let mut lag = WindowLag::default();
+        lag.refused(Duration::from_millis(1990));
+        lag.freed(Duration::from_millis(2000));
+        assert_eq!(
+            lag.probe_after(Duration::from_millis(2900)),
+            Duration::from_millis(2000)
+        );
+        // The network held that probe up: refused at the safe end.
+        lag.refused(Duration::from_millis(2000));
+        assert_eq!(
+            lag.probe_after(Duration::from_millis(2900)),
+            Duration::from_millis(2000) + LAG_NARROW
+        );
     }
 
     #[test]

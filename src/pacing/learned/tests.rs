@@ -868,3 +868,47 @@ fn a_refusal_before_anything_was_admitted_measures_no_quota() {
         Admission::WaitUntil(MS * 1002 + RAMP_STEP)
     );
 }
+
+#[test]
+fn a_moving_windows_budget_takes_off_the_answers_that_came_while_a_request_was_out() {
+    let mut q = KeyQuota {
+        moving: true,
+        ..KeyQuota::default()
+    };
+    let first = reserve(&mut q, Duration::ZERO);
+    see(&mut q, MS, first, false, &coarse(19, secs(2) - MS));
+    let a = reserve(&mut q, MS * 2);
+    let b = reserve(&mut q, MS * 2);
+    // The server counted `a` before `b` (17 left after `b`), but `a`'s answer comes last:
+    // its 18 left was stated before `b` was counted, and `b` is no longer in flight.
+    see(&mut q, MS * 3, b, false, &coarse(17, secs(2) - MS * 3));
+    see(&mut q, MS * 4, a, false, &coarse(18, secs(2) - MS * 4));
+    assert_eq!(q.budget(), Some(17));
+}
+
+#[test]
+fn a_spent_moving_window_probes_one_lag_after_its_first_send_not_at_an_older_reset() {
+    let mut q = KeyQuota {
+        moving: true,
+        ..KeyQuota::default()
+    };
+    // Learned in earlier windows: the quota frees between 2.000 and 2.010 s after a
+    // window's first send.
+    q.lag.refused(MS * 2000);
+    q.lag.freed(MS * 2010);
+    // This window's first answer states the reset of the last window's oldest slot (1 s).
+    let first = reserve(&mut q, Duration::ZERO);
+    see(&mut q, MS, first, false, &coarse(19, secs(1) - MS));
+    let rest: Vec<Ticket> = (0..19).map(|_| reserve(&mut q, MS * 2)).collect();
+    for (i, ticket) in rest.into_iter().enumerate() {
+        let left = 18 - i as u64;
+        // Spent: the oldest slot is now this window's first, freeing by 3 s (rounded up).
+        let reset = if left == 0 { secs(3) } else { secs(1) };
+        see(&mut q, MS * 3, ticket, false, &coarse(left, reset - MS * 3));
+    }
+    // One request probes at the lag after the window's first send, alone; the others wait
+    // for its answer or the stated reset.
+    assert_eq!(q.try_reserve(MS * 4, 1), Admission::WaitUntil(MS * 2010));
+    reserve(&mut q, MS * 2010);
+    assert_eq!(q.try_reserve(MS * 2010, 1), Admission::WaitUntil(secs(3)));
+}
