@@ -52,7 +52,7 @@
 //! - the first refusal: what was admitted since the first request is the quota; the probes
 //!   that follow (pauses ×1.5 from 250 ms) bound the window (refused: not over; admitted: over);
 //! - each window's first request goes alone, at the midpoint of the window known too short
-//!   and the one known enough, until they are a thirty-second apart: refused, the lower bound
+//!   and the one known enough, until they are a sixteenth apart: refused, the lower bound
 //!   rises; admitted, the upper bound falls, unless the window then admits fewer than the last
 //!   (a bucket that had refilled only in part), which undoes it;
 //! - a refusal inside a whole window: the quota is at most what that window admitted, a
