@@ -1059,5 +1059,6 @@ impl KeyQuota {
 mod phase;
 mod side;
 mod silent;
+mod snapshot;
 #[cfg(test)]
 mod tests;

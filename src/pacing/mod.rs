@@ -117,6 +117,7 @@ mod problem_body;
 // stays compiled (its unit tests run on a store in memory) but is not public.
 #[cfg_attr(not(feature = "redis"), allow(dead_code))]
 mod shared;
+mod snapshot;
 #[cfg(test)]
 mod test_waiters;
 
@@ -127,6 +128,7 @@ pub use middleware::PacingMiddleware;
 pub use pacer::{Pacer, PacerBuilder};
 pub use permit::Permit;
 pub use shared::StoreError;
+pub use snapshot::{KeySnapshot, QuotaModel};
 #[cfg(any(feature = "redis", test))]
 #[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
 pub use shared::{SharedBucket, SharedCalls, StoreFailure, StoreHealthReport};

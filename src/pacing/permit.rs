@@ -7,6 +7,7 @@ use super::key::key_digest;
 use super::learned::{Outcome, Ticket};
 use super::pacer::{Pacer, PacerInner};
 use crate::headers::RateLimitInfo;
+use crate::observe::{PoliteEvent, record};
 use crate::time::Jitter;
 
 /// Leave to send one request. Hand the response's rate-limit facts back with
@@ -67,7 +68,13 @@ impl Permit {
             _ => not_before(inner.gate_jitter),
         };
         let learns = inner.shared.as_ref().is_some_and(|shared| shared.learns());
+        let observer = &inner.observer;
+        let throttled = outcome == Outcome::Throttled;
+        if throttled {
+            record::rate_limited(status.as_u16());
+        }
         let (pause, held, facts) = inner.keys.with(key, |state| {
+            let before = observer.listens().then(|| state.quota.model(now));
             let pause = state
                 .quota
                 .observe(now, reservation.ticket, outcome, info)
@@ -94,6 +101,12 @@ impl Permit {
             if let Some(wait) = pause {
                 state.quota.close_gate_stated(now, wait, info.server_wait());
             }
+            if throttled {
+                state.throttled += 1;
+            }
+            if let Some(from) = before {
+                tell(observer, key, state, now, from, status, info, pause);
+            }
             // News for the head of the key's queue: it may go sooner (or must wait longer).
             state.queue.news.notify_one();
             let facts = learns.then(|| state.quota.shared_facts(now));
@@ -116,6 +129,49 @@ impl Permit {
             }
         }
         too_many.then_some(held)
+    }
+}
+
+/// Tells the hook what the response to a request on `key` did: a refusal, a pause, a model
+/// learned or changed (the model was `from` before it).
+#[allow(clippy::too_many_arguments)]
+fn tell(
+    observer: &crate::observe::Observer,
+    key: &str,
+    state: &mut super::keys::KeyState,
+    now: Duration,
+    from: super::QuotaModel,
+    status: StatusCode,
+    info: &RateLimitInfo,
+    pause: Option<Duration>,
+) {
+    let to = state.quota.model(now);
+    if to != from {
+        observer.emit(|| PoliteEvent::ModelChanged {
+            key: key_digest(key),
+            from,
+            to,
+        });
+    }
+    let refused = matches!(
+        status,
+        StatusCode::TOO_MANY_REQUESTS | StatusCode::SERVICE_UNAVAILABLE
+    );
+    if refused {
+        observer.emit(|| PoliteEvent::RateLimited {
+            key: key_digest(key),
+            status: status.as_u16(),
+            server_wait: info.server_wait(),
+            our_wait: pause,
+        });
+    }
+    if let Some(wait) = pause {
+        state.pause_told = true;
+        observer.emit(|| PoliteEvent::Paused {
+            key: key_digest(key),
+            wait,
+            refused,
+        });
     }
 }
 
