@@ -24,17 +24,12 @@ impl KeyQuota {
             .reset_at
             .filter(|reset| *reset > now)
             .map(|reset| reset - now);
-        let silent_full = self.silence.as_deref().and_then(|silence| {
-            let window = silence.window?;
-            let end = silence.window_start.saturating_add(window);
-            (silence.used >= silence.quota(now) && end > now).then(|| end - now)
-        });
         let opens_in = if self.gate_until > now {
             Some(self.gate_until - now)
         } else if self.budget == Some(0) {
             reset_in
         } else {
-            silent_full
+            None
         };
         LearnedView {
             model,
