@@ -87,8 +87,10 @@ async fn a_snapshot_after_a_silent_server_shows_the_quota_it_enforced() {
         // The server enforces 20 per 2 s. Its windows roll with the wall clock, so a window's
         // first request may go sooner than 2 s after the last window's first, and the
         // estimate is a bound that the probes narrow while the job runs: within a quarter
-        // of the window.
-        assert_eq!(quota, LIMIT, "{snapshot:?}");
+        // of the window. The quota is what windows admitted before a refusal; between
+        // refusals the curve climbs above it to look for more (see the `adaptive` module), so
+        // it is 20 or a little over, never under.
+        assert!((LIMIT..=LIMIT + LIMIT / 4).contains(&quota), "{snapshot:?}");
         assert!(window.abs_diff(WINDOW) <= WINDOW / 4, "{snapshot:?}");
         assert_eq!(snapshot.throttled, run.rejected as u64, "{snapshot:?}");
         assert!(snapshot.probes >= 1, "{snapshot:?}");
