@@ -4,11 +4,11 @@ use std::time::Duration;
 
 /// One key's `key` label (nothing to hold without metrics).
 #[derive(Debug, Default)]
-pub(crate) struct KeyLabel;
+pub(crate) struct KeyLabel(());
 
 /// How many keys have a label (none without metrics).
 #[derive(Debug, Default)]
-pub(crate) struct KeyLabels;
+pub(crate) struct KeyLabels(());
 
 impl KeyLabel {
     #[inline]

@@ -128,7 +128,7 @@ pub use middleware::PacingMiddleware;
 pub use pacer::{Pacer, PacerBuilder};
 pub use permit::Permit;
 pub use shared::StoreError;
-pub use snapshot::{KeySnapshot, QuotaModel};
 #[cfg(any(feature = "redis", test))]
 #[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
 pub use shared::{SharedBucket, SharedCalls, StoreFailure, StoreHealthReport};
+pub use snapshot::{KeySnapshot, QuotaModel};

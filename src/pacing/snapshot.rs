@@ -138,8 +138,7 @@ impl KeySnapshot {
             .configured
             .map(|rate| rate.units_per_second())
             .or_else(|| self.model.per_second())?;
-        (per_second > 0.0)
-            .then(|| opens + Duration::from_secs_f64(requests as f64 / per_second))
+        (per_second > 0.0).then(|| opens + Duration::from_secs_f64(requests as f64 / per_second))
     }
 }
 
@@ -168,9 +167,9 @@ impl Pacer {
         let inner = self.inner();
         let now = inner.clock.now();
         let configured = inner.rate;
-        inner
-            .keys
-            .with_existing(key, |state| snapshot_of(key_digest(key), state, now, configured))
+        inner.keys.with_existing(key, |state| {
+            snapshot_of(key_digest(key), state, now, configured)
+        })
     }
 
     /// Snapshots of at most `limit` keys the pacer holds (in no particular order), for a job

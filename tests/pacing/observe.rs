@@ -23,7 +23,8 @@ const KEY: &str = "api.test:80";
 fn recording() -> (EventHook, Arc<Mutex<Vec<PoliteEvent>>>) {
     let events = Arc::new(Mutex::new(Vec::new()));
     let kept = events.clone();
-    let hook: EventHook = Arc::new(move |event: &PoliteEvent| kept.lock().unwrap().push(event.clone()));
+    let hook: EventHook =
+        Arc::new(move |event: &PoliteEvent| kept.lock().unwrap().push(event.clone()));
     (hook, events)
 }
 
@@ -143,7 +144,13 @@ async fn a_hook_on_the_client_hears_the_pacer_and_the_retries() {
     let run = simulated_sync_job(stack, &responder, 10, 60).await;
     let events = events.lock().unwrap();
     let kinds = kinds(&events);
-    for kind in ["rate_limited", "paused", "opened", "model_changed", "retrying"] {
+    for kind in [
+        "rate_limited",
+        "paused",
+        "opened",
+        "model_changed",
+        "retrying",
+    ] {
         assert!(kinds.contains(&kind), "no {kind} in {kinds:?}");
     }
     let refusals = events
@@ -166,7 +173,10 @@ async fn a_hook_on_the_client_hears_the_pacer_and_the_retries() {
         _ => None,
     });
     assert!(
-        matches!(first_model, Some((QuotaModel::Unknown, QuotaModel::Inferred { .. }))),
+        matches!(
+            first_model,
+            Some((QuotaModel::Unknown, QuotaModel::Inferred { .. }))
+        ),
         "{first_model:?}"
     );
     // No event names the key: digests only.
@@ -197,8 +207,16 @@ async fn a_hook_on_the_pacer_hears_a_stated_quota_learned() {
         })
     );
     // The quota spent before the window's end pauses the key, with no refusal, and opens it.
-    assert!(events.iter().any(|e| matches!(e, PoliteEvent::Paused { refused: false, .. })));
-    assert!(events.iter().any(|e| matches!(e, PoliteEvent::Opened { .. })));
+    assert!(
+        events
+            .iter()
+            .any(|e| matches!(e, PoliteEvent::Paused { refused: false, .. }))
+    );
+    assert!(
+        events
+            .iter()
+            .any(|e| matches!(e, PoliteEvent::Opened { .. }))
+    );
 }
 
 #[tokio::test(start_paused = true)]
@@ -308,7 +326,10 @@ mod metrics {
         let documented = documented();
         assert!(documented.len() >= 8, "{documented:?}");
         let missing: Vec<_> = documented.difference(&names).collect();
-        assert!(missing.is_empty(), "not recorded: {missing:?} (saw {names:?})");
+        assert!(
+            missing.is_empty(),
+            "not recorded: {missing:?} (saw {names:?})"
+        );
         let undocumented: Vec<_> = names.difference(&documented).collect();
         assert!(undocumented.is_empty(), "not in the docs: {undocumented:?}");
         // The paced job's 60 requests succeeded in the end, each counted once as a success (the
@@ -341,7 +362,12 @@ mod metrics {
         let labels: BTreeSet<String> = seen
             .iter()
             .filter(|(key, _)| key.key().name() == "reqwest_polite_queue_depth")
-            .flat_map(|(key, _)| key.key().labels().map(|l| l.value().to_string()).collect::<Vec<_>>())
+            .flat_map(|(key, _)| {
+                key.key()
+                    .labels()
+                    .map(|l| l.value().to_string())
+                    .collect::<Vec<_>>()
+            })
             .collect();
         assert_eq!(labels.len(), 65, "{labels:?}");
         assert!(labels.contains("other"));
