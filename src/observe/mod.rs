@@ -1,5 +1,5 @@
 //! What the crate does, told as it happens: typed events for a hook of the caller's, and (with
-//! the `metrics` feature) counters, histograms and gauges through the [`metrics`] facade.
+//! the `metrics` feature) counters, histograms and gauges through the [`metrics`](https://docs.rs/metrics) facade.
 //!
 //! # Events
 //!
