@@ -31,6 +31,8 @@ mod cli;
 mod fleet;
 #[path = "demos/partner_sync.rs"]
 mod sync;
+// The JSON half is polite_fetch's.
+#[allow(dead_code)]
 #[path = "demos/watch.rs"]
 mod watch;
 
