@@ -780,7 +780,11 @@ mod watch_demo {
             .with_inner(api)
             .build();
         for _ in 0..15 {
-            client.get("http://partner.test/items").send().await.unwrap();
+            client
+                .get("http://partner.test/items")
+                .send()
+                .await
+                .unwrap();
         }
         let message = watch::message(&pacers, 40);
         assert!(message.starts_with("quota 10/1s stated"), "{message}");

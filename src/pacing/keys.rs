@@ -87,6 +87,7 @@ impl KeyTable {
     }
 
     /// The queue of `key` (the entry is made when new).
+    #[cfg(test)]
     pub(crate) fn queue(&self, key: &str) -> Arc<Queue> {
         self.with(key, |state| state.queue.clone())
     }

@@ -255,13 +255,13 @@ impl Pacer {
             },
             (mode, _) => mode,
         };
-        let queue = self.inner.keys.queue(key);
+        // The key's queue, and its label on the queue gauge (feature `metrics`; nothing
+        // without), in one look at the table.
         let labels = &self.inner.labels;
-        #[allow(clippy::let_unit_value)]
-        let label = self
-            .inner
-            .keys
-            .with(key, |state| state.label.get(labels, || key_digest(key)));
+        let (queue, label) = self.inner.keys.with(key, |state| {
+            let label = state.label.get(labels, || key_digest(key));
+            (state.queue.clone(), label)
+        });
         let _counted = QueueGauge::enter(label);
         // Nobody waiting: the turn is free at once, without arming a timer.
         let free = queue.turn.try_acquire();
@@ -440,7 +440,6 @@ impl Pacer {
             if state.quota.is_probe(ticket.serial) {
                 state.probes += 1;
             }
-
             if let Some(local) = &mut state.local {
                 match local.try_take_late(cost, late) {
                     Take::Taken => {}
@@ -457,16 +456,19 @@ impl Pacer {
                     }
                 }
             }
-            if state.pause_told {
-                state.pause_told = false;
-                observer.emit(|| PoliteEvent::Opened {
-                    key: key_digest(key),
-                });
-            }
-            Ok(Ok(ticket))
+            // A pause told to the hook ends with this request (told once the lock is let go).
+            let opened = std::mem::take(&mut state.pause_told);
+            Ok(Ok((ticket, opened)))
         });
         let ticket: Ticket = match admitted? {
-            Ok(taken) => taken,
+            Ok((taken, opened)) => {
+                if opened {
+                    observer.emit(|| PoliteEvent::Opened {
+                        key: key_digest(key),
+                    });
+                }
+                taken
+            }
             Err(wait) => return Ok(Err(wait)),
         };
         tracing::trace!(key = %key_digest(key), serial = ticket.serial, "pacing: reserved");

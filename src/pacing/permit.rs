@@ -73,7 +73,7 @@ impl Permit {
         if throttled {
             record::rate_limited(status.as_u16());
         }
-        let (pause, held, facts) = inner.keys.with(key, |state| {
+        let (pause, held, facts, told) = inner.keys.with(key, |state| {
             let before = observer.listens().then(|| state.quota.model(now));
             let pause = state
                 .quota
@@ -104,14 +104,16 @@ impl Permit {
             if throttled {
                 state.throttled += 1;
             }
-            if let Some(from) = before {
-                tell(observer, key, state, now, from, status, info, pause);
-            }
+            let told = before.map(|from| news(key, state, now, from, status, info, pause));
             // News for the head of the key's queue: it may go sooner (or must wait longer).
             state.queue.news.notify_one();
             let facts = learns.then(|| state.quota.shared_facts(now));
-            (pause, state.quota.gate_after(now), facts)
+            (pause, state.quota.gate_after(now), facts, told)
         });
+        // Told once the table's lock is let go: a hook may look at the pacer.
+        for event in told.into_iter().flatten() {
+            observer.emit(|| event);
+        }
         if let (Some(shared), Some(facts)) = (&inner.shared, facts) {
             shared.note(key, facts).await;
         }
@@ -132,11 +134,9 @@ impl Permit {
     }
 }
 
-/// Tells the hook what the response to a request on `key` did: a refusal, a pause, a model
-/// learned or changed (the model was `from` before it).
-#[allow(clippy::too_many_arguments)]
-fn tell(
-    observer: &crate::observe::Observer,
+/// What the response to a request on `key` tells the hook: a model learned or changed (it
+/// was `from` before), a refusal, a pause. Made only when a hook listens.
+fn news(
     key: &str,
     state: &mut super::keys::KeyState,
     now: Duration,
@@ -144,10 +144,11 @@ fn tell(
     status: StatusCode,
     info: &RateLimitInfo,
     pause: Option<Duration>,
-) {
+) -> Vec<PoliteEvent> {
+    let mut events = Vec::new();
     let to = state.quota.model(now);
     if to != from {
-        observer.emit(|| PoliteEvent::ModelChanged {
+        events.push(PoliteEvent::ModelChanged {
             key: key_digest(key),
             from,
             to,
@@ -158,7 +159,7 @@ fn tell(
         StatusCode::TOO_MANY_REQUESTS | StatusCode::SERVICE_UNAVAILABLE
     );
     if refused {
-        observer.emit(|| PoliteEvent::RateLimited {
+        events.push(PoliteEvent::RateLimited {
             key: key_digest(key),
             status: status.as_u16(),
             server_wait: info.server_wait(),
@@ -167,12 +168,13 @@ fn tell(
     }
     if let Some(wait) = pause {
         state.pause_told = true;
-        observer.emit(|| PoliteEvent::Paused {
+        events.push(PoliteEvent::Paused {
             key: key_digest(key),
             wait,
             refused,
         });
     }
+    events
 }
 
 /// The most a pause for a quota seen spent (no 429) is drawn past the reset: enough to keep

@@ -374,3 +374,32 @@ mod metrics {
         assert!(labels.iter().all(|l| l == "other" || l.len() == 12));
     }
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_hook_may_look_at_the_pacer() {
+    // Events are told with no lock of the pacer's held: a hook that takes a snapshot on each
+    // one does not deadlock, and sees the news already in the snapshot.
+    start_at_phase(Duration::from_millis(300)).await;
+    let responder = RateLimitedApi::global(LIMIT, WINDOW)
+        .dialect(HeaderDialect::Ietf)
+        .responder()
+        .unwrap();
+    let pacer = Pacer::builder().build();
+    let looked = pacer.clone();
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let kept = seen.clone();
+    let hook: EventHook = Arc::new(move |event: &PoliteEvent| {
+        if let PoliteEvent::Paused { .. } | PoliteEvent::ModelChanged { .. } = event {
+            kept.lock().unwrap().push(looked.snapshot(KEY).unwrap());
+        }
+    });
+    let stack = PoliteClientBuilder::new().pacer(pacer).on_event(hook);
+    simulated_sync_job(stack, &responder, 5, 30).await;
+    let seen = seen.lock().unwrap();
+    assert!(seen.len() >= 2, "{seen:?}");
+    assert!(
+        seen.iter()
+            .all(|s| matches!(s.model, QuotaModel::Stated { .. }))
+    );
+    assert!(seen.iter().any(|s| s.opens_in.is_some()), "{seen:?}");
+}
