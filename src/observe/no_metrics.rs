@@ -10,9 +10,14 @@ pub(crate) struct KeyLabel(());
 #[derive(Debug, Default)]
 pub(crate) struct KeyLabels(());
 
+/// A key's series on the queue gauge (none without metrics).
+pub(crate) struct Series;
+
 impl KeyLabel {
     #[inline]
-    pub(crate) fn get(&mut self, _labels: &KeyLabels, _digest: impl FnOnce() -> String) {}
+    pub(crate) fn get(&mut self, _labels: &KeyLabels, _digest: impl FnOnce() -> String) -> Series {
+        Series
+    }
 }
 
 /// A request counted in its key's queue gauge (nothing without metrics).
@@ -20,7 +25,7 @@ pub(crate) struct QueueGauge;
 
 impl QueueGauge {
     #[inline]
-    pub(crate) fn enter(_label: ()) -> QueueGauge {
+    pub(crate) fn enter(_series: Series) -> QueueGauge {
         QueueGauge
     }
 }
