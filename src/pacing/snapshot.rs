@@ -173,7 +173,8 @@ impl Pacer {
     }
 
     /// Snapshots of at most `limit` keys the pacer holds (in no particular order), for a job
-    /// that spreads over many keys. One lock of the key table for all of them.
+    /// that spreads over many keys. One lock of the key table for all of them, held while they
+    /// are made (about a microsecond each): keep `limit` to what a screen shows.
     pub fn snapshots(&self, limit: usize) -> Vec<KeySnapshot> {
         let inner = self.inner();
         let now = inner.clock.now();
