@@ -18,7 +18,8 @@
 //! cargo run --example partner_sync --features mock,redis -- --items 500 --workers 50 --limit 100
 //! cargo run --release --example partner_sync --features mock,redis -- --processes 50
 //! ```
-//! Shows a progress bar per mode on a terminal (plain lines otherwise), then a table: elapsed,
+//! Shows a progress bar per mode on a terminal (plain lines otherwise), with the quota the
+//! pacer found and an ETA at its pace (from `Pacer::snapshots`), then a table: elapsed,
 //! 429 responses, retries, failed items, the slowest item, and elapsed ÷ the time the quota
 //! needs for the items; the last line is a JSON array with one object per mode (or per API,
 //! with `--processes`).
@@ -30,6 +31,10 @@ mod cli;
 mod fleet;
 #[path = "demos/partner_sync.rs"]
 mod sync;
+// The JSON half is polite_fetch's.
+#[allow(dead_code)]
+#[path = "demos/watch.rs"]
+mod watch;
 
 use std::io::IsTerminal;
 use std::process::ExitCode;
@@ -297,7 +302,7 @@ fn progress_for(mode: Mode, job: &Job, terminal: bool) -> ProgressBar {
     }
     let bar = ProgressBar::new(job.items as u64);
     bar.set_style(
-        ProgressStyle::with_template("{prefix:<26} {bar:40} {pos}/{len} {elapsed_precise}")
+        ProgressStyle::with_template("{prefix:<26} {bar:40} {pos}/{len} {elapsed_precise} {msg}")
             .unwrap_or_else(|_| ProgressStyle::default_bar()),
     );
     bar.set_prefix(format!("({}) {}", mode.letter(), mode.name()));

@@ -11,6 +11,8 @@
 //! retries), for comparison.
 //! `{i}` in URL is replaced by the request index (0..N). Without a URL, an embedded wiremock
 //! server that rate-limits is started, so the demo needs nothing else (no Redis, no network).
+//! The progress bar shows the quota the pacer found and an ETA at its pace (from
+//! `Pacer::snapshots`); `--json` adds each key's final snapshot (`"snapshots"`).
 
 use std::num::NonZeroU32;
 use std::process::ExitCode;
@@ -30,6 +32,9 @@ use reqwest_polite::retry::{RetryMiddleware, RetryPolicy};
 use reqwest_polite::time::Rate;
 use reqwest_retry::RetryTransientMiddleware;
 use reqwest_retry::policies::ExponentialBackoff;
+
+#[path = "demos/watch.rs"]
+mod watch;
 
 #[derive(Parser, Debug)]
 #[command(about = "Send GET requests politely and report what happened")]
@@ -227,15 +232,15 @@ async fn main() -> ExitCode {
     let concurrency = concurrency.clamp(1, requests.max(1));
 
     let counter = AttemptCounter::default();
-    let client = match args.client {
+    let (client, pacers) = match args.client {
         ClientKind::Polite => match polite_client(&args, counter.clone()).await {
-            Ok(client) => client,
+            Ok((client, pacer)) => (client, pacer.into_iter().collect::<Vec<_>>()),
             Err(error) => {
                 eprintln!("polite_fetch: {error}");
                 return ExitCode::from(2);
             }
         },
-        ClientKind::ReqwestRetry => reqwest_retry_client(&args, counter.clone()),
+        ClientKind::ReqwestRetry => (reqwest_retry_client(&args, counter.clone()), Vec::new()),
     };
 
     let progress = ProgressBar::new(requests as u64);
@@ -243,6 +248,8 @@ async fn main() -> ExitCode {
         ProgressStyle::with_template("{bar:40} {pos}/{len} {elapsed_precise} {msg}")
             .unwrap_or_else(|_| ProgressStyle::default_bar()),
     );
+    // The quota the pacer found and the ETA at its pace, from its snapshots.
+    let ticker = watch::Ticker::start(progress.clone(), pacers.clone(), requests as u64);
     let next_index = Arc::new(AtomicUsize::new(0));
     let started = Instant::now();
     let mut tasks = Vec::new();
@@ -286,6 +293,7 @@ async fn main() -> ExitCode {
             latencies.saturating_record(latency.as_millis() as u64);
         }
     }
+    drop(ticker);
     progress.finish_and_clear();
     let elapsed_ms = started.elapsed().as_millis() as u64;
     let attempts = counter.attempts.load(Ordering::Relaxed);
@@ -303,6 +311,14 @@ async fn main() -> ExitCode {
         latencies.max(),
     );
 
+    if let Some(snapshot) = watch::busiest(&pacers) {
+        println!(
+            "the pacer's model: {} ({} × 429 seen, {} probes)",
+            watch::quota(&snapshot.model),
+            snapshot.throttled,
+            snapshot.probes
+        );
+    }
     println!(
         "{requests} requests: {succeeded} succeeded, {failed} failed; {attempts} attempts \
          ({retries} retries), {status_429} answered 429; {elapsed_ms} ms in all; \
@@ -323,6 +339,8 @@ async fn main() -> ExitCode {
             "p50_ms": p50,
             "p99_ms": p99,
             "max_ms": max,
+            // What the pacer held for each key at the end (empty without a pacer).
+            "snapshots": watch::snapshots_json(&pacers),
         });
         println!("{summary}");
     }
@@ -333,11 +351,12 @@ async fn main() -> ExitCode {
     }
 }
 
-/// The crate's client as the flags ask for it, counting attempts below its pacer and retries.
+/// The crate's client as the flags ask for it, counting attempts below its pacer and retries,
+/// and its pacer (none with `--no-pacing`).
 async fn polite_client(
     args: &Args,
     counter: AttemptCounter,
-) -> Result<ClientWithMiddleware, Box<dyn std::error::Error>> {
+) -> Result<(ClientWithMiddleware, Option<Pacer>), Box<dyn std::error::Error>> {
     let mut builder = PoliteClientBuilder::new();
     builder = if args.no_retry {
         builder.no_retry()
@@ -346,11 +365,12 @@ async fn polite_client(
             RetryPolicy::new().with_max_retries(args.max_retries),
         ))
     };
-    builder = match pacer_for(args).await? {
-        Some(pacer) => builder.pacer(pacer),
+    let pacer = pacer_for(args).await?;
+    builder = match &pacer {
+        Some(pacer) => builder.pacer(pacer.clone()),
         None => builder.no_pacing(),
     };
-    Ok(builder.with_inner(counter).build())
+    Ok((builder.with_inner(counter).build(), pacer))
 }
 
 /// Stock reqwest-retry as its README sets it up: exponential backoff from 1 s with full

@@ -74,8 +74,8 @@ if ! rustup run "$msrv" rustc --version >/dev/null 2>&1; then
     echo "==> installing Rust $msrv (rustup, minimal profile)"
     rustup toolchain install "$msrv" --profile minimal
 fi
-step "cargo +$msrv check (library; redis, mock)" \
-    cargo "+$msrv" check --lib --no-default-features --features redis,mock
+step "cargo +$msrv check (library; redis, mock, metrics)" \
+    cargo "+$msrv" check --lib --no-default-features --features redis,mock,metrics
 step "cargo test --lib (default features)" cargo test --lib
 step "cargo test --doc (default features)" cargo test --doc
 # Without TLS, reqwest answers an https URL with an error of its own, not retried: the one
@@ -84,5 +84,7 @@ step "cargo test --lib (no default features: no TLS)" \
     cargo test --lib --no-default-features retry::classify
 # Every test, with every feature a test needs. The TLS features change none of the crate's
 # code (clippy above builds them all); leaving native-tls out saves ~35 ms per client built in
-# a debug test. A hung test fails the run after 30 minutes instead of using up CI's 90.
-step "cargo test (redis, mock)" timeout --kill-after=30 1800 cargo test --features redis,mock
+# a debug test. A hung test fails the run after 30 minutes instead of using up CI's 90. The
+# `metrics` feature is on so that its test (a recorder sees every metric the docs name) runs.
+step "cargo test (redis, mock, metrics)" \
+    timeout --kill-after=30 1800 cargo test --features redis,mock,metrics

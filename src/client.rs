@@ -3,6 +3,7 @@ use std::time::Duration;
 
 use reqwest_middleware::{ClientBuilder, ClientWithMiddleware, Middleware};
 
+use crate::observe::EventHook;
 use crate::pacing::{Pacer, PacingMiddleware, PartitionKey};
 use crate::retry::{RetryMiddleware, RetryPolicy};
 
@@ -80,6 +81,7 @@ pub struct PoliteClientBuilder {
     pacing: PacingMiddleware,
     paced: bool,
     inner: Vec<Arc<dyn Middleware>>,
+    hook: Option<EventHook>,
 }
 
 impl std::fmt::Debug for PoliteClientBuilder {
@@ -119,6 +121,7 @@ impl PoliteClientBuilder {
             pacing: PacingMiddleware::new(Pacer::builder().build()),
             paced: true,
             inner: Vec::new(),
+            hook: None,
         }
     }
 
@@ -201,6 +204,15 @@ impl PoliteClientBuilder {
         self
     }
 
+    /// Sends every [`PoliteEvent`](crate::observe::PoliteEvent) of the client's layers to
+    /// `hook`: the pacer's (rate-limited, paused, opened, model changed, store lost and back)
+    /// and the retry layer's (retrying, given up). A pacer or retry layer given with a hook of
+    /// its own keeps it.
+    pub fn on_event(mut self, hook: EventHook) -> Self {
+        self.hook = Some(hook);
+        self
+    }
+
     /// The client.
     ///
     /// # Panics
@@ -224,6 +236,14 @@ impl PoliteClientBuilder {
                 .build()
                 .expect("reqwest could not set up its TLS backend"),
         };
+        if let Some(hook) = &self.hook {
+            if let Some(retry) = &self.retry {
+                retry.hook(hook.clone());
+            }
+            if self.paced {
+                self.pacing.pacer().hook(hook.clone());
+            }
+        }
         let mut builder = ClientBuilder::new(client);
         if let Some(retry) = self.retry {
             builder = builder.with(retry);

@@ -14,6 +14,7 @@
 //! | [`pacing`] | keeping requests under a quota, per partition (the host by default; one partition per quota the server counts), learned from the responses or configured, in one process or shared by many through Redis |
 //! | [`limiter`] | the rate-limiting algorithms the pacer and the mocks both use, in memory (with the feature `redis`, also as atomic Redis scripts) |
 //! | `mock` (feature `mock`) | testing a client: wiremock APIs that rate-limit like real ones, in any header dialect or silent, over a socket or in process on tokio's paused clock |
+//! | [`observe`] | what the crate does, told as it happens: events for a hook, and metrics (feature `metrics`) |
 //! | [`time`] | the clocks, the sleep hook, the one [`Rate`](time::Rate) type, and jitter, below every other module |
 //!
 //! Parsing knows no policy, the algorithms know no client, and the retry layer and the pacer
@@ -74,6 +75,7 @@ pub mod limiter;
 #[cfg(feature = "mock")]
 #[cfg_attr(docsrs, doc(cfg(feature = "mock")))]
 pub mod mock;
+pub mod observe;
 pub mod pacing;
 pub mod retry;
 pub mod time;

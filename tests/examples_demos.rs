@@ -38,6 +38,9 @@ mod redis_process;
 #[allow(dead_code)]
 #[path = "../examples/demos/thundering_herd.rs"]
 mod thundering_herd;
+#[allow(dead_code)]
+#[path = "../examples/demos/watch.rs"]
+mod watch;
 
 /// Held by the tests whose figures are real-time measurements, and by those that load the
 /// machine.
@@ -751,5 +754,50 @@ mod partner_sync_demo {
         assert_eq!(modes("CC").unwrap(), [Mode::SharedBucket]);
         assert!(modes("x").unwrap_err().contains("unknown mode 'x'"));
         assert!(modes("").is_err());
+    }
+}
+
+/// What `polite_fetch` and `partner_sync` show of the pacer: the quota and an ETA in the bar,
+/// and `polite_fetch --json`'s `"snapshots"`, after a job against a stated quota.
+#[cfg(feature = "mock")]
+mod watch_demo {
+    use reqwest_polite::PoliteClientBuilder;
+    use reqwest_polite::mock::RateLimitedApi;
+    use reqwest_polite::pacing::Pacer;
+
+    use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn the_demos_show_the_quota_an_eta_and_the_final_snapshots() {
+        let api = RateLimitedApi::global(10, Duration::from_secs(1))
+            .responder()
+            .unwrap();
+        let pacer = Pacer::builder().build();
+        let pacers = [pacer.clone()];
+        assert_eq!(watch::message(&pacers, 40), "");
+        let client = PoliteClientBuilder::new()
+            .pacer(pacer)
+            .with_inner(api)
+            .build();
+        for _ in 0..15 {
+            client
+                .get("http://partner.test/items")
+                .send()
+                .await
+                .unwrap();
+        }
+        let message = watch::message(&pacers, 40);
+        assert!(message.starts_with("quota 10/1s stated"), "{message}");
+        assert!(message.contains("ETA "), "{message}");
+
+        let summary = serde_json::json!({ "snapshots": watch::snapshots_json(&pacers) });
+        let snapshots = summary["snapshots"].as_array().unwrap();
+        assert_eq!(snapshots.len(), 1, "{summary}");
+        let snapshot = &snapshots[0];
+        assert_eq!(snapshot["model"]["kind"], "stated", "{summary}");
+        assert_eq!(snapshot["model"]["quota"], 10);
+        assert_eq!(snapshot["model"]["window_ms"], 1000);
+        assert_eq!(snapshot["in_flight"], 0);
+        assert_eq!(snapshot["key"].as_str().unwrap().len(), 12);
     }
 }

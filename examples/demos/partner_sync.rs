@@ -161,26 +161,39 @@ impl Middleware for AttemptCounter {
     }
 }
 
-/// The clients of one mode, one per worker (clones of one client where workers share it).
+/// The clients of one mode, one per worker (clones of one client where workers share it), and
+/// the pacers they use (for the progress bar's quota and ETA).
 fn clients(
     mode: Mode,
     job: &Job,
     counter: &AttemptCounter,
-) -> Result<Vec<ClientWithMiddleware>, String> {
-    let counted = |builder: PoliteClientBuilder| builder.with_inner(counter.clone()).build();
+) -> Result<(Vec<ClientWithMiddleware>, Vec<Pacer>), String> {
+    let mut pacers = Vec::new();
+    let mut counted = |builder: PoliteClientBuilder, pacer: Option<Pacer>| {
+        let builder = match pacer {
+            Some(pacer) => {
+                pacers.push(pacer.clone());
+                builder.pacer(pacer)
+            }
+            None => builder,
+        };
+        builder.with_inner(counter.clone()).build()
+    };
     let shared = |client: ClientWithMiddleware| vec![client; job.workers];
     let rate = job.rate()?;
-    Ok(match mode {
-        Mode::NoPacing => shared(counted(PoliteClientBuilder::new().no_pacing())),
+    let clients = match mode {
+        Mode::NoPacing => shared(counted(PoliteClientBuilder::new().no_pacing(), None)),
         Mode::BucketPerWorker => (0..job.workers)
-            .map(|_| counted(PoliteClientBuilder::new().pacer(Pacer::builder().rate(rate).build())))
+            .map(|_| {
+                let pacer = Pacer::builder().rate(rate).build();
+                counted(PoliteClientBuilder::new(), Some(pacer))
+            })
             .collect(),
         Mode::SharedBucket => match &job.redis {
             None => {
                 let pacer = Pacer::builder().rate(rate).build();
-                (0..job.workers)
-                    .map(|_| counted(PoliteClientBuilder::new().pacer(pacer.clone())))
-                    .collect()
+                let client = counted(PoliteClientBuilder::new(), Some(pacer));
+                shared(client)
             }
             Some(store) => {
                 // One pacer per worker, as separate processes would have, all on one bucket.
@@ -189,15 +202,17 @@ fn clients(
                 for _ in 0..job.workers {
                     let bucket = SharedBucket::redis(store.clone(), &name, rate);
                     let pacer = Pacer::builder().shared(bucket).build();
-                    clients.push(counted(PoliteClientBuilder::new().pacer(pacer)));
+                    clients.push(counted(PoliteClientBuilder::new(), Some(pacer)));
                 }
                 clients
             }
         },
         Mode::LearnedFromHeaders | Mode::LearnedFromSilence => {
-            shared(counted(PoliteClientBuilder::new()))
+            let pacer = Pacer::builder().build();
+            shared(counted(PoliteClientBuilder::new(), Some(pacer)))
         }
-    })
+    };
+    Ok((clients, pacers))
 }
 
 /// Runs the job in `mode` against a fresh mock; `progress` advances by one per item.
@@ -212,7 +227,9 @@ pub async fn run(mode: Mode, job: &Job, progress: &ProgressBar) -> Result<Outcom
     }
     let server = api.start().await.map_err(|error| error.to_string())?;
     let counter = AttemptCounter::default();
-    let clients = clients(mode, job, &counter)?;
+    let (clients, pacers) = clients(mode, job, &counter)?;
+    // The quota the pacers found and the ETA at its pace, in the bar's message.
+    let ticker = super::watch::Ticker::start(progress.clone(), pacers, job.items as u64);
 
     let next_item = Arc::new(AtomicUsize::new(0));
     let started = Instant::now();
@@ -251,6 +268,7 @@ pub async fn run(mode: Mode, job: &Job, progress: &ProgressBar) -> Result<Outcom
         slowest = slowest.max(longest);
     }
     let elapsed = started.elapsed();
+    drop(ticker);
     let attempts = counter.attempts.load(Ordering::Relaxed);
     Ok(Outcome {
         mode,

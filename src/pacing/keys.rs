@@ -9,6 +9,7 @@ use tokio::sync::{Notify, Semaphore};
 
 use super::learned::KeyQuota;
 use super::local::LocalBucket;
+use crate::observe::KeyLabel;
 use crate::time::Clock;
 use crate::time::Rate;
 
@@ -37,9 +38,21 @@ pub(crate) struct KeyState {
     pub(crate) quota: KeyQuota,
     /// The configured rate's bucket, when it is per key.
     pub(crate) local: Option<LocalBucket>,
+    /// Refusals (429, 503) seen, and requests sent alone to find something out.
+    pub(crate) throttled: u64,
+    pub(crate) probes: u64,
+    /// A pause was told to the event hook: its end is told with the next admission.
+    pub(crate) pause_told: bool,
+    /// The key's label on the queue gauge (feature `metrics`).
+    pub(crate) label: KeyLabel,
 }
 
 impl KeyState {
+    /// Requests waiting for a permit (the head included): each holds the queue while it waits.
+    pub(crate) fn queued(&self) -> u64 {
+        Arc::strong_count(&self.queue).saturating_sub(1) as u64
+    }
+
     /// Whether the entry holds nothing worth keeping at `now`.
     fn is_idle(&self, now: Duration, idle_after: Duration) -> bool {
         // Nobody waits or holds the turn: the table's own reference is the only one.
@@ -74,6 +87,7 @@ impl KeyTable {
     }
 
     /// The queue of `key` (the entry is made when new).
+    #[cfg(test)]
     pub(crate) fn queue(&self, key: &str) -> Arc<Queue> {
         self.with(key, |state| state.queue.clone())
     }
@@ -98,6 +112,10 @@ impl KeyTable {
             local: self
                 .per_key_rate
                 .map(|rate| LocalBucket::new(rate, self.clock.clone())),
+            throttled: 0,
+            probes: 0,
+            pause_told: false,
+            label: KeyLabel::default(),
         };
         f(keys.entry(key.into()).or_insert(state))
     }
@@ -110,6 +128,14 @@ impl KeyTable {
     ) -> Option<T> {
         let mut keys = self.keys.lock().unwrap_or_else(|e| e.into_inner());
         keys.get_mut(key).map(f)
+    }
+
+    /// `f` over at most `limit` keys' states, under one lock.
+    pub(crate) fn each<T>(&self, limit: usize, mut f: impl FnMut(&str, &KeyState) -> T) -> Vec<T> {
+        let keys = self.keys.lock().unwrap_or_else(|e| e.into_inner());
+        let mut out = Vec::with_capacity(limit.min(keys.len()));
+        out.extend(keys.iter().take(limit).map(|(key, state)| f(key, state)));
+        out
     }
 
     /// Drops entries idle for [`IDLE_AFTER`].

@@ -1171,5 +1171,6 @@ impl KeyQuota {
 mod phase;
 mod side;
 mod silent;
+mod snapshot;
 #[cfg(test)]
 mod tests;

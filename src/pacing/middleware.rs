@@ -8,6 +8,7 @@ use super::key::{PartitionKey, PerHost};
 use super::pacer::Pacer;
 use super::problem_body::with_problem_details;
 use crate::headers::RateLimitInfo;
+use crate::observe::record;
 use crate::time::{DrawnWait, RequestDeadline, RequestJitter};
 
 /// Paces every attempt of a request: awaits a permit for the request's partition key, sends,
@@ -100,13 +101,27 @@ impl Middleware for PacingMiddleware {
     ) -> reqwest_middleware::Result<Response> {
         let key = self.partition.key_of(&request);
         let deadline = extensions.get::<RequestDeadline>().map(|d| d.0);
-        let permit = self
+        let permit = match self
             .pacer
             .acquire_by(&key, 1, declared_bytes(&request), deadline)
             .await
-            .map_err(reqwest_middleware::Error::middleware)?;
+        {
+            Ok(permit) => permit,
+            Err(refused) => {
+                record::request("refused");
+                return Err(reqwest_middleware::Error::middleware(refused));
+            }
+        };
+        record::pacing_wait(permit.waited());
         let jitter = extensions.get::<RequestJitter>().map(|j| j.0);
-        let response = next.run(request, extensions).await?;
+        let response = match next.run(request, extensions).await {
+            Ok(response) => response,
+            Err(error) => {
+                record::request("error");
+                return Err(error);
+            }
+        };
+        record::request(outcome_of(response.status()));
         // Before anyone looks: the pacer and the caller both read the details from here.
         let mut response = with_problem_details(response)
             .await
@@ -121,6 +136,16 @@ impl Middleware for PacingMiddleware {
             response.extensions_mut().insert(DrawnWait(wait));
         }
         Ok(response)
+    }
+}
+
+/// The `outcome` label of a response with `status`.
+fn outcome_of(status: http::StatusCode) -> &'static str {
+    match status.as_u16() {
+        429 => "rate_limited",
+        400..=499 => "client_error",
+        500..=599 => "server_error",
+        _ => "success",
     }
 }
 

@@ -61,6 +61,13 @@
 //! [`PacingMiddleware`] does all this per attempt inside a `reqwest-middleware` stack, under
 //! the retry middleware so that retries are paced too.
 //!
+//! What the pacer holds for a key can be looked at while a job runs: [`Pacer::snapshot`] (and
+//! [`Pacer::snapshots`] over every key) gives a [`KeySnapshot`], with the [`QuotaModel`] the key
+//! is paced to, what is left, when it opens, the requests queued and in flight, and an ETA at
+//! the model's pace. What happens to it as it happens (rate-limited, paused, opened, the model
+//! learned or changed) goes to a hook set with [`PacerBuilder::on_event`] (see
+//! [`observe`](crate::observe)).
+//!
 //! # Example: partner sync, many workers, one quota
 //!
 //! ```
@@ -117,6 +124,7 @@ mod problem_body;
 // stays compiled (its unit tests run on a store in memory) but is not public.
 #[cfg_attr(not(feature = "redis"), allow(dead_code))]
 mod shared;
+mod snapshot;
 #[cfg(test)]
 mod test_waiters;
 
@@ -130,3 +138,4 @@ pub use shared::StoreError;
 #[cfg(any(feature = "redis", test))]
 #[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
 pub use shared::{SharedBucket, SharedCalls, StoreFailure, StoreHealthReport};
+pub use snapshot::{KeySnapshot, QuotaModel};

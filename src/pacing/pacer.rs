@@ -12,6 +12,7 @@ use super::permit::{Permit, Reservation};
 use super::shared::{SharedBucket, SharedQuota, SharedTake};
 #[cfg(any(feature = "redis", test))]
 use super::shared::{SharedCalls, StoreHealthReport};
+use crate::observe::{EventHook, KeyLabels, Observer, PoliteEvent, QueueGauge};
 use crate::time::Clock;
 use crate::time::Jitter;
 use crate::time::Rate;
@@ -58,6 +59,18 @@ pub struct Pacer {
     inner: Arc<PacerInner>,
 }
 
+impl Pacer {
+    pub(super) fn inner(&self) -> &PacerInner {
+        &self.inner
+    }
+
+    /// Sends events to `hook` too, unless the pacer has a hook already (the client builder's
+    /// hook reaches a pacer built without one).
+    pub(crate) fn hook(&self, hook: EventHook) {
+        self.inner.observer.set(hook);
+    }
+}
+
 pub(super) struct PacerInner {
     pub(super) clock: Arc<dyn Clock>,
     mode: PacingMode,
@@ -71,6 +84,12 @@ pub(super) struct PacerInner {
     /// How a pause is spread when the request carries no jitter of its own.
     pub(super) gate_jitter: Jitter,
     acquires: AtomicU64,
+    /// The configured rate, as a snapshot reports it.
+    pub(super) rate: Option<Rate>,
+    /// Where events go (a hook, once set).
+    pub(super) observer: Observer,
+    /// The keys labelled on the queue gauge so far (feature `metrics`).
+    labels: KeyLabels,
 }
 
 /// Configures a [`Pacer`]. Start from [`Pacer::builder`].
@@ -82,6 +101,7 @@ pub struct PacerBuilder {
     learn: bool,
     gate_jitter: Jitter,
     shared: Option<SharedBucket>,
+    hook: Option<EventHook>,
 }
 
 impl PacerBuilder {
@@ -146,8 +166,16 @@ impl PacerBuilder {
         self
     }
 
+    /// Sends every [`PoliteEvent`] of this pacer to `hook`: rate-limited, paused, opened,
+    /// model changed, and the shared store lost and back (see [`observe`](crate::observe)).
+    pub fn on_event(mut self, hook: EventHook) -> Self {
+        self.hook = Some(hook);
+        self
+    }
+
     /// The pacer.
     pub fn build(self) -> Pacer {
+        let observer = Observer::new(self.hook);
         let per_key_rate = self.rate.filter(|_| self.scope == BucketScope::PerKey);
         let whole = self
             .rate
@@ -155,7 +183,7 @@ impl PacerBuilder {
             .map(|rate| Mutex::new(LocalBucket::new(rate, self.clock.clone())));
         let shared = self
             .shared
-            .map(|bucket| SharedQuota::new(bucket, self.clock.clone()));
+            .map(|bucket| SharedQuota::new(bucket, self.clock.clone()).observed(&observer));
         // Probing a new key is for a pacer that knows nothing else: a configured rate or a
         // shared bucket already keeps a cold burst in check (one that only shares what is
         // learned does not).
@@ -171,6 +199,9 @@ impl PacerBuilder {
                 shared,
                 gate_jitter: self.gate_jitter,
                 acquires: AtomicU64::new(0),
+                rate: self.rate,
+                observer,
+                labels: KeyLabels::default(),
             }),
         }
     }
@@ -187,6 +218,7 @@ impl Pacer {
             learn: true,
             gate_jitter: Jitter::NotBefore(0.1),
             shared: None,
+            hook: None,
         }
     }
 
@@ -223,7 +255,14 @@ impl Pacer {
             },
             (mode, _) => mode,
         };
-        let queue = self.inner.keys.queue(key);
+        // The key's queue, and its label on the queue gauge (feature `metrics`; nothing
+        // without), in one look at the table.
+        let labels = &self.inner.labels;
+        let (queue, label) = self.inner.keys.with(key, |state| {
+            let label = state.label.get(labels, || key_digest(key));
+            (state.queue.clone(), label)
+        });
+        let _counted = QueueGauge::enter(label);
         // Nobody waiting: the turn is free at once, without arming a timer.
         let free = queue.turn.try_acquire();
         // Counted while it waits: the head takes from a shared bucket for the queue behind it.
@@ -392,11 +431,15 @@ impl Pacer {
             requests: u64::from(cost),
             bytes,
         };
+        let observer = &self.inner.observer;
         let admitted = self.inner.keys.with(key, |state| {
             let ticket = match state.quota.reserve(now, demand) {
                 Admission::Reserved(ticket) => ticket,
                 Admission::WaitUntil(until) => return Ok(Err(until.saturating_sub(now))),
             };
+            if state.quota.is_probe(ticket.serial) {
+                state.probes += 1;
+            }
             if let Some(local) = &mut state.local {
                 match local.try_take_late(cost, late) {
                     Take::Taken => {}
@@ -413,10 +456,19 @@ impl Pacer {
                     }
                 }
             }
-            Ok(Ok(ticket))
+            // A pause told to the hook ends with this request (told once the lock is let go).
+            let opened = std::mem::take(&mut state.pause_told);
+            Ok(Ok((ticket, opened)))
         });
         let ticket: Ticket = match admitted? {
-            Ok(taken) => taken,
+            Ok((taken, opened)) => {
+                if opened {
+                    observer.emit(|| PoliteEvent::Opened {
+                        key: key_digest(key),
+                    });
+                }
+                taken
+            }
             Err(wait) => return Ok(Err(wait)),
         };
         tracing::trace!(key = %key_digest(key), serial = ticket.serial, "pacing: reserved");

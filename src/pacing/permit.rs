@@ -7,6 +7,7 @@ use super::key::key_digest;
 use super::learned::{Outcome, Ticket};
 use super::pacer::{Pacer, PacerInner};
 use crate::headers::RateLimitInfo;
+use crate::observe::{PoliteEvent, record};
 use crate::time::Jitter;
 
 /// Leave to send one request. Hand the response's rate-limit facts back with
@@ -67,7 +68,13 @@ impl Permit {
             _ => not_before(inner.gate_jitter),
         };
         let learns = inner.shared.as_ref().is_some_and(|shared| shared.learns());
-        let (pause, held, facts) = inner.keys.with(key, |state| {
+        let observer = &inner.observer;
+        let throttled = outcome == Outcome::Throttled;
+        if throttled {
+            record::rate_limited(status.as_u16());
+        }
+        let (pause, held, facts, told) = inner.keys.with(key, |state| {
+            let before = observer.listens().then(|| state.quota.model(now));
             let pause = state
                 .quota
                 .observe(now, reservation.ticket, outcome, info)
@@ -94,11 +101,19 @@ impl Permit {
             if let Some(wait) = pause {
                 state.quota.close_gate_stated(now, wait, info.server_wait());
             }
+            if throttled {
+                state.throttled += 1;
+            }
+            let told = before.map(|from| news(key, state, now, from, status, info, pause));
             // News for the head of the key's queue: it may go sooner (or must wait longer).
             state.queue.news.notify_one();
             let facts = learns.then(|| state.quota.shared_facts(now));
-            (pause, state.quota.gate_after(now), facts)
+            (pause, state.quota.gate_after(now), facts, told)
         });
+        // Told once the table's lock is let go: a hook may look at the pacer.
+        for event in told.into_iter().flatten() {
+            observer.emit(|| event);
+        }
         if let (Some(shared), Some(facts)) = (&inner.shared, facts) {
             shared.note(key, facts).await;
         }
@@ -117,6 +132,49 @@ impl Permit {
         }
         too_many.then_some(held)
     }
+}
+
+/// What the response to a request on `key` tells the hook: a model learned or changed (it
+/// was `from` before), a refusal, a pause. Made only when a hook listens.
+fn news(
+    key: &str,
+    state: &mut super::keys::KeyState,
+    now: Duration,
+    from: super::QuotaModel,
+    status: StatusCode,
+    info: &RateLimitInfo,
+    pause: Option<Duration>,
+) -> Vec<PoliteEvent> {
+    let mut events = Vec::new();
+    let to = state.quota.model(now);
+    if to != from {
+        events.push(PoliteEvent::ModelChanged {
+            key: key_digest(key),
+            from,
+            to,
+        });
+    }
+    let refused = matches!(
+        status,
+        StatusCode::TOO_MANY_REQUESTS | StatusCode::SERVICE_UNAVAILABLE
+    );
+    if refused {
+        events.push(PoliteEvent::RateLimited {
+            key: key_digest(key),
+            status: status.as_u16(),
+            server_wait: info.server_wait(),
+            our_wait: pause,
+        });
+    }
+    if let Some(wait) = pause {
+        state.pause_told = true;
+        events.push(PoliteEvent::Paused {
+            key: key_digest(key),
+            wait,
+            refused,
+        });
+    }
+    events
 }
 
 /// The most a pause for a quota seen spent (no 429) is drawn past the reset: enough to keep

@@ -13,6 +13,7 @@ use super::{
     RetryPolicy, TimeoutError, Verdict,
 };
 use crate::headers::RateLimitInfo;
+use crate::observe::{EventHook, GiveUpReason, Observer, PoliteEvent, record};
 use crate::time::{DrawnWait, RequestDeadline, RequestJitter, Sleeper, TokioSleeper};
 
 /// A per-request override of the client's retry behaviour, set as a request extension.
@@ -76,6 +77,7 @@ pub struct RetryMiddleware {
     sleeper: Arc<dyn Sleeper>,
     budget: Option<Arc<RetryBudget>>,
     rng: Mutex<StdRng>,
+    observer: Observer,
 }
 
 impl std::fmt::Debug for RetryMiddleware {
@@ -96,6 +98,7 @@ impl RetryMiddleware {
             classifier: Arc::new(DefaultClassifier),
             sleeper: Arc::new(TokioSleeper),
             budget: Some(Arc::new(RetryBudget::default())),
+            observer: Observer::default(),
         }
     }
 
@@ -121,6 +124,28 @@ impl RetryMiddleware {
     pub fn without_budget(mut self) -> Self {
         self.budget = None;
         self
+    }
+
+    /// Sends every retry and every give-up to `hook` as a [`PoliteEvent`] (see
+    /// [`observe`](crate::observe)).
+    pub fn on_event(mut self, hook: EventHook) -> Self {
+        self.observer = Observer::new(Some(hook));
+        self
+    }
+
+    /// The hook given by the client builder, unless this layer has one.
+    pub(crate) fn hook(&self, hook: EventHook) {
+        self.observer.set(hook);
+    }
+
+    /// Tells the hook and the metrics that the request was given up for `reason`.
+    fn gave_up(&self, attempts: u32, reason: GiveUpReason, status: Option<u16>) {
+        record::gave_up(reason.as_str());
+        self.observer.emit(|| PoliteEvent::GaveUp {
+            attempts,
+            reason,
+            status,
+        });
     }
 
     /// The client-wide policy.
@@ -285,6 +310,7 @@ impl Middleware for RetryMiddleware {
                     ?status,
                     "retries exhausted"
                 );
+                self.gave_up(attempts, GiveUpReason::RetriesExhausted, status);
                 return tries.give_back(&facts, outcome);
             }
             let server_wait = match &mut outcome {
@@ -302,6 +328,7 @@ impl Middleware for RetryMiddleware {
                     cap_ms = policy.max_wait.as_millis() as u64,
                     "server wait above the cap: giving up at once"
                 );
+                self.gave_up(attempts, GiveUpReason::ServerWaitTooLong, status);
                 let response = outcome.expect("matched Ok above");
                 return Err(reqwest_middleware::Error::middleware(
                     RetryError::ServerWaitTooLong {
@@ -331,6 +358,7 @@ impl Middleware for RetryMiddleware {
                         wait_ms = wait.as_millis() as u64,
                         "next wait would pass the deadline: giving up"
                     );
+                    self.gave_up(attempts, GiveUpReason::Deadline, status);
                     return match outcome {
                         Ok(response) => Err(reqwest_middleware::Error::middleware(
                             RetryError::DeadlineExceeded {
@@ -352,10 +380,12 @@ impl Middleware for RetryMiddleware {
                 && !budget.try_withdraw()
             {
                 tracing::warn!(attempts, ?status, "retry budget exhausted: not retrying");
+                self.gave_up(attempts, GiveUpReason::BudgetExhausted, status);
                 return tries.give_back(&facts, outcome);
             }
             if let Err(source) = bodies.prepare() {
                 tracing::warn!(attempts, ?status, "body factory failed: not retrying");
+                self.gave_up(attempts, GiveUpReason::BodyFactory, status);
                 let error = BodyFactoryError::new(attempts, Some(outcome), source);
                 return Err(Error::middleware(error));
             }
@@ -367,6 +397,15 @@ impl Middleware for RetryMiddleware {
                 server_said = server_wait.is_some(),
                 "retrying"
             );
+            record::retry(reason.as_str(), !counted, wait);
+            self.observer.emit(|| PoliteEvent::Retrying {
+                attempt: attempts,
+                reason,
+                status,
+                wait,
+                server_wait,
+                held: !counted,
+            });
             if !counted {
                 held_retries += 1;
             }

@@ -14,6 +14,7 @@ mod learning_shapes;
 // Processes that share what they learn through Redis.
 #[cfg(feature = "redis")]
 mod learning_shared;
+mod observe;
 mod pacing_gate;
 mod pacing_learning;
 mod pacing_middleware;

@@ -15,6 +15,7 @@ mod support;
 mod pacing_atomicity;
 mod pacing_leases;
 mod pacing_misconfigured;
+mod pacing_observe;
 mod pacing_redis_down;
 mod pacing_shared;
 mod redis_atomicity;

@@ -5,6 +5,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use super::StoreError;
+use crate::observe::{Observer, PoliteEvent};
 use crate::time::nanos::duration_nanos;
 
 /// How often a store that failed is tried again: the pacer is back on the shared bucket within
@@ -26,6 +27,8 @@ pub(super) struct StoreHealth {
     /// The last failure, when the store refused this client's settings: what every request
     /// gets until the store answers.
     misconfigured: Mutex<Option<StoreError>>,
+    /// Where an outage and the return are told as events.
+    pub(super) observer: Observer,
 }
 
 /// How a pacer's shared store has fared: poll it to see an outage without installing a
@@ -75,6 +78,7 @@ impl StoreHealth {
                 tracing::Level::INFO,
                 format_args!("pacing: shared quota store reachable again"),
             );
+            self.observer.emit(|| PoliteEvent::StoreBack);
         }
     }
 
@@ -131,6 +135,8 @@ impl StoreHealth {
         }
         // A store that turns from unreachable to refusing (or back) is news at once too.
         if first || misconfigured != was_misconfigured {
+            self.observer
+                .emit(|| PoliteEvent::StoreUnavailable { misconfigured });
             if misconfigured {
                 tell(
                     tracing::Level::ERROR,

@@ -29,6 +29,7 @@ use self::lease::{GiveBack, Leases, Left, Spend};
 pub(crate) use self::queue::WaitingGuard;
 use self::queue::{InFlight, Orphans, TakeCall, Waiting};
 use super::local::{LocalBucket, Take};
+use crate::observe::Observer;
 use crate::time::Clock;
 use crate::time::Rate;
 
@@ -230,6 +231,12 @@ pub struct SharedCalls {
 }
 
 impl SharedQuota {
+    /// Tells the store's outages and returns to `observer`'s hook.
+    pub(crate) fn observed(mut self, observer: &Observer) -> SharedQuota {
+        self.health.observer = observer.clone();
+        self
+    }
+
     pub(crate) fn new(bucket: SharedBucket, clock: Arc<dyn Clock>) -> SharedQuota {
         let fallback = match (bucket.on_failure, bucket.rate) {
             (StoreFailure::LocalFallback { processes }, Some(rate)) => {
