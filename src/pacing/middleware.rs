@@ -106,15 +106,19 @@ impl Middleware for PacingMiddleware {
             .await
             .map_err(reqwest_middleware::Error::middleware)?;
         let jitter = extensions.get::<RequestJitter>().map(|j| j.0);
+        let sending = self.pacer.sending(&key, &PerHost.key_of(&request));
         let response = next.run(request, extensions).await?;
         // Before anyone looks: the pacer and the caller both read the details from here.
         let mut response = with_problem_details(response)
             .await
             .map_err(reqwest_middleware::Error::Reqwest)?;
         let status = response.status();
-        let held = permit
-            .finish_with(status, RateLimitInfo::of_response(&mut response), jitter)
-            .await;
+        let info = RateLimitInfo::of_response(&mut response);
+        // Before the permit is finished: the next request already draws on the quota learned.
+        if let Some(sending) = sending {
+            self.pacer.answered(sending, info);
+        }
+        let held = permit.finish_with(status, info, jitter).await;
         if let Some(wait) = held {
             // The key is paused for this long, for every request: the retry layer above
             // waits this same draw instead of drawing its own.

@@ -113,6 +113,7 @@ mod middleware;
 mod pacer;
 mod permit;
 mod problem_body;
+mod scope;
 // Without the `redis` feature nothing outside the tests can build a shared bucket: the machinery
 // stays compiled (its unit tests run on a store in memory) but is not public.
 #[cfg_attr(not(feature = "redis"), allow(dead_code))]

@@ -55,7 +55,7 @@ const HOUSEKEEPING_EVERY: u64 = 1024;
 /// ```
 #[derive(Clone)]
 pub struct Pacer {
-    inner: Arc<PacerInner>,
+    pub(super) inner: Arc<PacerInner>,
 }
 
 pub(super) struct PacerInner {
@@ -215,6 +215,9 @@ impl Pacer {
     ) -> Result<Permit, PacingError> {
         let cost = u32::try_from(cost).unwrap_or(u32::MAX).max(1);
         self.housekeeping();
+        // Partitions that share one server quota wait on one entry (see the `scope` module).
+        let quota = self.inner.keys.quota_key(key);
+        let key = quota.as_deref().unwrap_or(key);
         let started = self.inner.clock.now();
         let mode = match (self.inner.mode, deadline) {
             (PacingMode::Wait { max_wait }, Some(deadline)) => PacingMode::Wait {
