@@ -82,6 +82,11 @@ impl KeyTable {
         self.scopes.quota_key(partition)
     }
 
+    /// Whether `partition` no longer draws on `key` (it joined or left a shared quota).
+    pub(crate) fn moved(&self, partition: &str, key: &str) -> bool {
+        self.scopes.moved(partition, key)
+    }
+
     /// The queue of `key` (the entry is made when new).
     pub(crate) fn queue(&self, key: &str) -> Arc<Queue> {
         self.with(key, |state| state.queue.clone())

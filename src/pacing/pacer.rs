@@ -215,9 +215,6 @@ impl Pacer {
     ) -> Result<Permit, PacingError> {
         let cost = u32::try_from(cost).unwrap_or(u32::MAX).max(1);
         self.housekeeping();
-        // Partitions that share one server quota wait on one entry (see the `scope` module).
-        let quota = self.inner.keys.quota_key(key);
-        let key = quota.as_deref().unwrap_or(key);
         let started = self.inner.clock.now();
         let mode = match (self.inner.mode, deadline) {
             (PacingMode::Wait { max_wait }, Some(deadline)) => PacingMode::Wait {
@@ -226,6 +223,31 @@ impl Pacer {
             },
             (mode, _) => mode,
         };
+        let partition = key;
+        loop {
+            // Partitions that share one server quota queue on one entry (the `scope` module).
+            let quota = self.inner.keys.quota_key(partition);
+            let key = quota.as_deref().unwrap_or(partition);
+            let served = self
+                .queue_on(partition, key, cost, bytes, started, mode)
+                .await?;
+            if let Some(permit) = served {
+                return Ok(permit);
+            }
+        }
+    }
+
+    /// Waits in `key`'s queue, then serves its head; `None` when `partition` was moved to
+    /// another quota entry meanwhile (it queues there then).
+    async fn queue_on(
+        &self,
+        partition: &str,
+        key: &str,
+        cost: u32,
+        bytes: u64,
+        started: Duration,
+        mode: PacingMode,
+    ) -> Result<Option<Permit>, PacingError> {
         let queue = self.inner.keys.queue(key);
         // Nobody waiting: the turn is free at once, without arming a timer.
         let free = queue.turn.try_acquire();
@@ -255,31 +277,36 @@ impl Pacer {
         // The semaphore is never closed.
         let _turn = turn.expect("a pacing queue is never closed");
         drop(waiting);
-        self.serve_head(key, cost, bytes, started, &queue, mode)
+        self.serve_head(partition, key, cost, bytes, started, &queue, mode)
             .await
     }
 
     /// The head of the queue: looks at the buckets until the request may go.
+    #[allow(clippy::too_many_arguments)]
     async fn serve_head(
         &self,
+        partition: &str,
         key: &str,
         cost: u32,
         bytes: u64,
         started: Duration,
         queue: &Queue,
         mode: PacingMode,
-    ) -> Result<Permit, PacingError> {
+    ) -> Result<Option<Permit>, PacingError> {
         // When the last wait should have ended: a wake-up after it is the timer's lateness.
         let mut due: Option<Duration> = None;
         loop {
+            if self.inner.keys.moved(partition, key) {
+                return Ok(None);
+            }
             let now = self.inner.clock.now();
             let late = due.map_or(Duration::ZERO, |due| now.saturating_sub(due));
             let wait = match self.try_admit(key, cost, bytes, now, late).await? {
                 Ok(reservation) => {
-                    return Ok(Permit {
+                    return Ok(Some(Permit {
                         waited: now.saturating_sub(started),
                         reservation: Some(reservation),
-                    });
+                    }));
                 }
                 Err(wait) => wait,
             };

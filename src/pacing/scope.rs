@@ -28,7 +28,8 @@
 //! compare counters in: their partitions are merged by `pk` only.
 
 use std::collections::{HashMap, HashSet};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 use std::time::Duration;
 
 use super::pacer::Pacer;
@@ -96,12 +97,19 @@ struct Scopes {
     candidates: HashMap<PolicyId, Vec<Box<str>>>,
     /// The quota key of each stated partition key: host, policy name, `pk`.
     by_pk: HashMap<(Box<str>, Option<String>, Vec<u8>), Arc<str>>,
+    /// Partitions whose quota key changed since the aliases were last brought up to date.
+    changed: Vec<Box<str>>,
 }
 
 /// Which partitions share a quota; part of the pacer's key table.
 #[derive(Debug, Default)]
 pub(crate) struct ScopeTable {
     scopes: Mutex<Scopes>,
+    /// Each partition that shares a quota, with the key of its quota entry: read by every
+    /// acquire, so apart from the evidence's lock.
+    aliases: RwLock<HashMap<Box<str>, Arc<str>>>,
+    /// Whether any partition shares a quota (most pacers never have one: no lookup then).
+    any: AtomicBool,
 }
 
 /// A request on its way to the server, counted in its partition's requests in flight until
@@ -132,7 +140,34 @@ impl ScopeTable {
 
     /// The quota key `partition` is paced on, when it is not its own.
     pub(crate) fn quota_key(&self, partition: &str) -> Option<Arc<str>> {
-        self.lock().partitions.get(partition)?.quota.clone()
+        if !self.any.load(Ordering::Acquire) {
+            return None;
+        }
+        let aliases = self.aliases.read().unwrap_or_else(|e| e.into_inner());
+        aliases.get(partition).cloned()
+    }
+
+    /// Whether `partition` no longer draws on `key`.
+    pub(crate) fn moved(&self, partition: &str, key: &str) -> bool {
+        match self.quota_key(partition) {
+            Some(quota) => &*quota != key,
+            None => partition != key,
+        }
+    }
+
+    /// Brings the aliases up to date with `scopes`.
+    fn publish(&self, scopes: &mut Scopes) {
+        if scopes.changed.is_empty() {
+            return;
+        }
+        let mut aliases = self.aliases.write().unwrap_or_else(|e| e.into_inner());
+        for partition in scopes.changed.drain(..) {
+            match scopes.partitions.get(&partition).and_then(|m| m.quota.clone()) {
+                Some(quota) => aliases.insert(partition, quota),
+                None => aliases.remove(&partition),
+            };
+        }
+        self.any.store(!aliases.is_empty(), Ordering::Release);
     }
 
     /// Counts a request of `partition` on `host` in flight from `now`.
@@ -145,6 +180,7 @@ impl ScopeTable {
         let mut scopes = self.lock();
         if scopes.partitions.len() >= MAX_PARTITIONS && !scopes.partitions.contains_key(partition) {
             scopes.prune(now, Duration::ZERO);
+            self.publish(&mut scopes);
         }
         let member = scopes.partitions.entry(partition.into()).or_default();
         member.in_flight += 1;
@@ -160,7 +196,9 @@ impl ScopeTable {
 
     /// Drops partitions unused for `idle_after` with nothing in flight.
     pub(crate) fn prune(&self, now: Duration, idle_after: Duration) {
-        self.lock().prune(now, idle_after);
+        let mut scopes = self.lock();
+        scopes.prune(now, idle_after);
+        self.publish(&mut scopes);
     }
 }
 
@@ -190,7 +228,9 @@ impl Sending {
             member.in_flight = member.in_flight.saturating_sub(1);
             member.used = now;
         }
-        scopes.observe(&self.partition, &self.host, self.sent, now, info)
+        let change = scopes.observe(&self.partition, &self.host, self.sent, now, info);
+        self.table.publish(&mut scopes);
+        change
     }
 }
 
@@ -206,8 +246,24 @@ impl Drop for Sending {
 
 impl Scopes {
     fn prune(&mut self, now: Duration, idle_after: Duration) {
-        self.partitions
-            .retain(|_, m| m.in_flight > 0 || now.saturating_sub(m.used) < idle_after);
+        let changed = &mut self.changed;
+        self.partitions.retain(|key, m| {
+            let keep = m.in_flight > 0 || now.saturating_sub(m.used) < idle_after;
+            if !keep && m.quota.is_some() {
+                changed.push(key.clone());
+            }
+            keep
+        });
+        // A quota whose own key is gone: its members are paced on their own again.
+        let partitions = &self.partitions;
+        let orphans: Vec<Box<str>> = partitions
+            .iter()
+            .filter(|(_, m)| m.quota.as_ref().is_some_and(|q| !partitions.contains_key(&**q)))
+            .map(|(key, _)| key.clone())
+            .collect();
+        for key in orphans {
+            self.assign(&key, None);
+        }
         let partitions = &self.partitions;
         self.candidates.retain(|_, list| {
             list.retain(|p| partitions.contains_key(p));
@@ -290,17 +346,28 @@ impl Scopes {
                 if member.quota.as_ref() == Some(&quota) {
                     return Change::None;
                 }
-                member.quota = Some(quota.clone());
+                self.assign(partition, Some(quota.clone()));
                 Change::Joined(quota)
             }
             None => {
                 // The first partition seen in the server's partition paces it on its own key.
                 self.by_pk.insert(scope, partition.into());
-                match member.quota.take() {
-                    Some(_) => Change::Split,
-                    None => Change::None,
+                match member.quota.is_some() {
+                    true => {
+                        self.assign(partition, None);
+                        Change::Split
+                    }
+                    false => Change::None,
                 }
             }
+        }
+    }
+
+    /// Sets the quota entry `partition` draws on (`None`: its own).
+    fn assign(&mut self, partition: &str, quota: Option<Arc<str>>) {
+        if let Some(member) = self.partitions.get_mut(partition) {
+            member.quota = quota;
+            self.changed.push(partition.into());
         }
     }
 
@@ -358,9 +425,7 @@ impl Scopes {
                 }
             }
         }
-        if let Some(m) = self.partitions.get_mut(&leaving) {
-            m.quota = None;
-        }
+        self.assign(&leaving, None);
         tracing::debug!("pacing: partitions count apart, split from a shared quota");
         if *leaving == *partition {
             Change::Split
@@ -391,8 +456,7 @@ impl Scopes {
                     && !member.apart.contains(&***other)
                     && m.pk.is_none()
                     && m.last.as_ref().is_some_and(|last| {
-                        last.outspent
-                            && last.same_window(sighting)
+                        last.same_window(sighting)
                             && sighting.remaining < last.remaining
                     })
             })
@@ -410,9 +474,8 @@ impl Scopes {
             .map(|(key, _)| key.clone())
             .collect();
         for key in moving {
-            if let Some(m) = self.partitions.get_mut(&key) {
-                m.quota = (*key != *target).then(|| target.clone());
-            }
+            let quota = (*key != *target).then(|| target.clone());
+            self.assign(&key, quota);
         }
         tracing::debug!("pacing: partitions share one counter, paced as one quota");
         Change::Joined(target)
