@@ -127,7 +127,7 @@ pub(crate) struct Sending {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Change {
     None,
-    /// The partition now draws on this quota key.
+    /// The partition now draws on this quota entry.
     Joined(Arc<str>),
     /// The partition is paced on its own again.
     Split,
@@ -436,9 +436,6 @@ impl Scopes {
 
     /// Rule 2: one counter falling across partitions.
     fn by_evidence(&mut self, partition: &str, id: &PolicyId, sighting: &Sighting) -> Change {
-        if !sighting.outspent {
-            return Change::None;
-        }
         let quota = self.quota_of(partition);
         let Some(member) = self.partitions.get(partition) else {
             return Change::None;
@@ -456,8 +453,8 @@ impl Scopes {
                     && !member.apart.contains(&***other)
                     && m.pk.is_none()
                     && m.last.as_ref().is_some_and(|last| {
-                        last.same_window(sighting)
-                            && sighting.remaining < last.remaining
+                        // Either counter shows requests that are not its partition's.
+                        (sighting.outspent || last.outspent) && last.same_window(sighting)
                     })
             })
         });
