@@ -120,6 +120,7 @@ mod scope;
 mod shared;
 #[cfg(test)]
 mod test_waiters;
+mod turns;
 
 pub use config::{BucketScope, PacingMode};
 pub use error::PacingError;

@@ -10,6 +10,7 @@ use super::learned::{Admission, Demand, Ticket};
 use super::local::{LocalBucket, Take};
 use super::permit::{Permit, Reservation};
 use super::shared::{SharedBucket, SharedQuota, SharedTake};
+use super::turns::{Lanes, Weights};
 #[cfg(any(feature = "redis", test))]
 use super::shared::{SharedCalls, StoreHealthReport};
 use crate::time::Clock;
@@ -71,6 +72,8 @@ pub(super) struct PacerInner {
     /// How a pause is spread when the request carries no jitter of its own.
     pub(super) gate_jitter: Jitter,
     acquires: AtomicU64,
+    /// The partitions' lanes to a shared quota's queue (the `turns` module).
+    pub(super) lanes: Lanes,
 }
 
 /// Configures a [`Pacer`]. Start from [`Pacer::builder`].
@@ -82,6 +85,7 @@ pub struct PacerBuilder {
     learn: bool,
     gate_jitter: Jitter,
     shared: Option<SharedBucket>,
+    weights: Option<Weights>,
 }
 
 impl PacerBuilder {
@@ -146,6 +150,25 @@ impl PacerBuilder {
         self
     }
 
+    /// How many turns each partition takes per round when several partitions draw on one
+    /// quota the server counts together (learned from the responses: see the
+    /// [module docs](super)). `weights` gives a partition key's weight; 0 counts as 1, and
+    /// every partition has weight 1 by default (plain round-robin).
+    ///
+    /// ```
+    /// use reqwest_polite::pacing::Pacer;
+    ///
+    /// // The paying tenant gets three turns for every other tenant's one.
+    /// let pacer = Pacer::builder()
+    ///     .turn_weights(|partition| if partition.starts_with("acme\u{1f}") { 3 } else { 1 })
+    ///     .build();
+    /// # drop(pacer);
+    /// ```
+    pub fn turn_weights(mut self, weights: impl Fn(&str) -> u32 + Send + Sync + 'static) -> Self {
+        self.weights = Some(Arc::new(weights));
+        self
+    }
+
     /// The pacer.
     pub fn build(self) -> Pacer {
         let per_key_rate = self.rate.filter(|_| self.scope == BucketScope::PerKey);
@@ -171,6 +194,7 @@ impl PacerBuilder {
                 shared,
                 gate_jitter: self.gate_jitter,
                 acquires: AtomicU64::new(0),
+                lanes: Lanes::new(self.weights),
             }),
         }
     }
@@ -187,6 +211,7 @@ impl Pacer {
             learn: true,
             gate_jitter: Jitter::NotBefore(0.1),
             shared: None,
+            weights: None,
         }
     }
 
@@ -228,6 +253,12 @@ impl Pacer {
             // Partitions that share one server quota queue on one entry (the `scope` module).
             let quota = self.inner.keys.quota_key(partition);
             let key = quota.as_deref().unwrap_or(partition);
+            // Partitions of one shared quota take turns at its queue (the `turns` module).
+            let shared = quota.is_some() || self.inner.keys.scopes.is_shared(partition);
+            let _place = match shared {
+                true => Some(self.take_lane(partition, started, mode).await?),
+                false => None,
+            };
             let served = self
                 .queue_on(partition, key, cost, bytes, started, mode)
                 .await?;
@@ -527,6 +558,7 @@ impl Pacer {
         let n = self.inner.acquires.fetch_add(1, Ordering::Relaxed);
         if n % HOUSEKEEPING_EVERY == HOUSEKEEPING_EVERY - 1 {
             self.inner.keys.prune(self.inner.clock.now());
+            self.inner.lanes.prune();
         }
     }
 }

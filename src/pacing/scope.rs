@@ -101,13 +101,22 @@ struct Scopes {
     changed: Vec<Box<str>>,
 }
 
+/// The partitions that share a quota, and the quota entries they share.
+#[derive(Debug, Default)]
+struct Aliases {
+    /// Each such partition's quota entry.
+    of: HashMap<Box<str>, Arc<str>>,
+    /// The quota entries that other partitions draw on.
+    shared: HashSet<Arc<str>>,
+}
+
 /// Which partitions share a quota; part of the pacer's key table.
 #[derive(Debug, Default)]
 pub(crate) struct ScopeTable {
     scopes: Mutex<Scopes>,
     /// Each partition that shares a quota, with the key of its quota entry: read by every
     /// acquire, so apart from the evidence's lock.
-    aliases: RwLock<HashMap<Box<str>, Arc<str>>>,
+    aliases: RwLock<Aliases>,
     /// Whether any partition shares a quota (most pacers never have one: no lookup then).
     any: AtomicBool,
 }
@@ -144,7 +153,16 @@ impl ScopeTable {
             return None;
         }
         let aliases = self.aliases.read().unwrap_or_else(|e| e.into_inner());
-        aliases.get(partition).cloned()
+        aliases.of.get(partition).cloned()
+    }
+
+    /// Whether other partitions draw on `partition`'s own quota entry.
+    pub(crate) fn is_shared(&self, partition: &str) -> bool {
+        if !self.any.load(Ordering::Acquire) {
+            return false;
+        }
+        let aliases = self.aliases.read().unwrap_or_else(|e| e.into_inner());
+        aliases.shared.contains(partition)
     }
 
     /// Whether `partition` no longer draws on `key`.
@@ -163,11 +181,12 @@ impl ScopeTable {
         let mut aliases = self.aliases.write().unwrap_or_else(|e| e.into_inner());
         for partition in scopes.changed.drain(..) {
             match scopes.partitions.get(&partition).and_then(|m| m.quota.clone()) {
-                Some(quota) => aliases.insert(partition, quota),
-                None => aliases.remove(&partition),
+                Some(quota) => aliases.of.insert(partition, quota),
+                None => aliases.of.remove(&partition),
             };
         }
-        self.any.store(!aliases.is_empty(), Ordering::Release);
+        aliases.shared = aliases.of.values().cloned().collect();
+        self.any.store(!aliases.of.is_empty(), Ordering::Release);
     }
 
     /// Counts a request of `partition` on `host` in flight from `now`.
@@ -192,6 +211,15 @@ impl ScopeTable {
             sent: now,
             answered: false,
         }
+    }
+
+    /// Makes `partition` draw on `quota`'s entry, as evidence would.
+    #[cfg(test)]
+    pub(crate) fn join(&self, partition: &str, quota: &str) {
+        let mut scopes = self.lock();
+        scopes.partitions.entry(partition.into()).or_default();
+        scopes.assign(partition, Some(quota.into()));
+        self.publish(&mut scopes);
     }
 
     /// Drops partitions unused for `idle_after` with nothing in flight.
