@@ -10,9 +10,9 @@ use super::learned::{Admission, Demand, Ticket};
 use super::local::{LocalBucket, Take};
 use super::permit::{Permit, Reservation};
 use super::shared::{SharedBucket, SharedQuota, SharedTake};
-use super::turns::{Lanes, Weights};
 #[cfg(any(feature = "redis", test))]
 use super::shared::{SharedCalls, StoreHealthReport};
+use super::turns::{Lanes, Weights};
 use crate::time::Clock;
 use crate::time::Jitter;
 use crate::time::Rate;

@@ -180,7 +180,11 @@ impl ScopeTable {
         }
         let mut aliases = self.aliases.write().unwrap_or_else(|e| e.into_inner());
         for partition in scopes.changed.drain(..) {
-            match scopes.partitions.get(&partition).and_then(|m| m.quota.clone()) {
+            match scopes
+                .partitions
+                .get(&partition)
+                .and_then(|m| m.quota.clone())
+            {
                 Some(quota) => aliases.of.insert(partition, quota),
                 None => aliases.of.remove(&partition),
             };
@@ -190,12 +194,7 @@ impl ScopeTable {
     }
 
     /// Counts a request of `partition` on `host` in flight from `now`.
-    pub(crate) fn sending(
-        self: &Arc<Self>,
-        partition: &str,
-        host: &str,
-        now: Duration,
-    ) -> Sending {
+    pub(crate) fn sending(self: &Arc<Self>, partition: &str, host: &str, now: Duration) -> Sending {
         let mut scopes = self.lock();
         if scopes.partitions.len() >= MAX_PARTITIONS && !scopes.partitions.contains_key(partition) {
             scopes.prune(now, Duration::ZERO);
@@ -286,7 +285,11 @@ impl Scopes {
         let partitions = &self.partitions;
         let orphans: Vec<Box<str>> = partitions
             .iter()
-            .filter(|(_, m)| m.quota.as_ref().is_some_and(|q| !partitions.contains_key(&**q)))
+            .filter(|(_, m)| {
+                m.quota
+                    .as_ref()
+                    .is_some_and(|q| !partitions.contains_key(&**q))
+            })
             .map(|(key, _)| key.clone())
             .collect();
         for key in orphans {
@@ -343,7 +346,12 @@ impl Scopes {
             arrived: now,
             outspent: used > member.in_window + member.in_flight,
         };
-        if new_window || member.last.as_ref().is_none_or(|l| l.same_window(&sighting)) {
+        if new_window
+            || member
+                .last
+                .as_ref()
+                .is_none_or(|l| l.same_window(&sighting))
+        {
             member.last = Some(sighting.clone());
         }
         member.policy = Some(id.clone());

@@ -190,8 +190,12 @@ async fn tenants_with_their_own_api_keys_are_kept_apart_by_pk() {
     sweep("IETF with a pk per tenant", api, own_key, ITEMS / 3, 3).await;
 }
 
-/// The same job over real sockets (wiremock on 127.0.0.1): the same bounds but the time's,
-/// which allows the machine's scheduling a window more.
+/// The same job over real sockets (wiremock on 127.0.0.1). Two bounds are looser than on the
+/// paused clock, and why: the time allows the machine's scheduling a window more; and the
+/// 429s allow one more per tenant that joins the quota. Over sockets the tenants' first
+/// answers race: the first to answer adopts the stated quota and sends, before the others'
+/// answers show the counter shared; what they had spent by then is unknown to the quota entry
+/// they join (measured: 2-4 × 429 over 14 runs, the learner's 1-2 included).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn over_real_sockets_tenants_on_one_quota_are_paced_as_one() {
     let _turn = take_turn(module_path!()).await;
@@ -200,19 +204,16 @@ async fn over_real_sockets_tenants_on_one_quota_are_paced_as_one() {
         .start()
         .await
         .expect("a mock server");
-    let run = job(if std::env::var("HOSTONLY").is_ok() { PoliteClientBuilder::new().build() } else { per_tenant().build() }, api.uri(), one_key).await;
+    let run = job(per_tenant().build(), api.uri(), one_key).await;
     println!(
         "real sockets: {ITEMS} items in {:.2} s, {} × 429, tenants {:.2} s apart",
         run.elapsed.as_secs_f64(),
         api.rejected(),
         run.spread().as_secs_f64()
     );
-    let log = api.log();
-    let first = log[0].at;
-    let x: Vec<_> = log.iter().filter(|e| e.status == 429).map(|e| e.at.duration_since(first).as_millis()).collect();
-    println!("429 at {x:?}");
     assert_eq!(api.admitted(), ITEMS);
-    assert!(api.rejected() <= 3, "{} × 429", api.rejected());
+    let joined = TENANTS.len() - 1;
+    assert!(api.rejected() <= 3 + joined, "{} × 429", api.rejected());
     assert!(
         run.elapsed <= minimum(ITEMS).mul_f64(1.1) + WINDOW,
         "{run:?}"

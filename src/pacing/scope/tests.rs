@@ -66,7 +66,13 @@ fn partitions_stating_one_pk_share_one_quota_entry() {
     assert!(table.moved("globex", "globex"));
     assert!(!table.moved("globex", "acme"));
     // Another pk is another quota, whatever its counter shows.
-    let other = exchange(&table, "initech", ms(2), ms(7), &stated(3, ms(993), Some(b"k2")));
+    let other = exchange(
+        &table,
+        "initech",
+        ms(2),
+        ms(7),
+        &stated(3, ms(993), Some(b"k2")),
+    );
     assert_eq!(other, Change::None);
     assert_eq!(table.quota_key("initech"), None);
 }
@@ -108,23 +114,56 @@ fn answers_in_other_windows_are_no_evidence() {
     exchange(&table, "acme", ms(0), ms(10), &info);
     // Outspent, but its window ends a second later than acme's: not the same count.
     let info = stated(10, Duration::from_secs(2) - ms(12), None);
-    assert_eq!(exchange(&table, "globex", ms(1), ms(12), &info), Change::None);
+    assert_eq!(
+        exchange(&table, "globex", ms(1), ms(12), &info),
+        Change::None
+    );
 }
 
 #[test]
 fn a_partition_whose_counter_moves_apart_is_split_and_kept_apart() {
     let table = Arc::new(ScopeTable::default());
-    exchange(&table, "acme", ms(0), ms(10), &stated(19, until_1s(ms(10)), None));
-    let joined = exchange(&table, "globex", ms(1), ms(12), &stated(17, until_1s(ms(12)), None));
+    exchange(
+        &table,
+        "acme",
+        ms(0),
+        ms(10),
+        &stated(19, until_1s(ms(10)), None),
+    );
+    let joined = exchange(
+        &table,
+        "globex",
+        ms(1),
+        ms(12),
+        &stated(17, until_1s(ms(12)), None),
+    );
     assert_eq!(joined, Change::Joined("acme".into()));
     // acme answered 10 at 20 ms; globex's request sent after it sees 15 in the same window: one
     // counter only falls, so globex counts apart.
-    exchange(&table, "acme", ms(15), ms(20), &stated(10, until_1s(ms(20)), None));
-    let split = exchange(&table, "globex", ms(21), ms(25), &stated(15, until_1s(ms(25)), None));
+    exchange(
+        &table,
+        "acme",
+        ms(15),
+        ms(20),
+        &stated(10, until_1s(ms(20)), None),
+    );
+    let split = exchange(
+        &table,
+        "globex",
+        ms(21),
+        ms(25),
+        &stated(15, until_1s(ms(25)), None),
+    );
     assert_eq!(split, Change::Split);
     assert_eq!(table.quota_key("globex"), None);
     // Evidence that would merge them again does not: the pair is proven apart.
-    let again = exchange(&table, "globex", ms(26), ms(30), &stated(2, until_1s(ms(30)), None));
+    let again = exchange(
+        &table,
+        "globex",
+        ms(26),
+        ms(30),
+        &stated(2, until_1s(ms(30)), None),
+    );
     assert_eq!(again, Change::None);
     assert_eq!(table.quota_key("globex"), None);
 }
@@ -132,12 +171,36 @@ fn a_partition_whose_counter_moves_apart_is_split_and_kept_apart() {
 #[test]
 fn a_request_sent_before_the_other_answer_may_see_more_left() {
     let table = Arc::new(ScopeTable::default());
-    exchange(&table, "acme", ms(0), ms(10), &stated(19, until_1s(ms(10)), None));
-    exchange(&table, "globex", ms(1), ms(12), &stated(17, until_1s(ms(12)), None));
-    exchange(&table, "acme", ms(15), ms(20), &stated(10, until_1s(ms(20)), None));
+    exchange(
+        &table,
+        "acme",
+        ms(0),
+        ms(10),
+        &stated(19, until_1s(ms(10)), None),
+    );
+    exchange(
+        &table,
+        "globex",
+        ms(1),
+        ms(12),
+        &stated(17, until_1s(ms(12)), None),
+    );
+    exchange(
+        &table,
+        "acme",
+        ms(15),
+        ms(20),
+        &stated(10, until_1s(ms(20)), None),
+    );
     // Sent at 16 ms, before acme's answer of 10 came: counted before it, so 12 is no
     // contradiction.
-    let answer = exchange(&table, "globex", ms(16), ms(25), &stated(12, until_1s(ms(25)), None));
+    let answer = exchange(
+        &table,
+        "globex",
+        ms(16),
+        ms(25),
+        &stated(12, until_1s(ms(25)), None),
+    );
     assert_eq!(answer, Change::None);
     assert_eq!(table.quota_key("globex").as_deref(), Some("acme"));
 }
@@ -145,8 +208,20 @@ fn a_request_sent_before_the_other_answer_may_see_more_left() {
 #[test]
 fn idle_partitions_are_forgotten_and_their_members_paced_alone() {
     let table = Arc::new(ScopeTable::default());
-    exchange(&table, "acme", ms(0), ms(10), &stated(19, until_1s(ms(10)), None));
-    exchange(&table, "globex", ms(1), ms(12), &stated(17, until_1s(ms(12)), None));
+    exchange(
+        &table,
+        "acme",
+        ms(0),
+        ms(10),
+        &stated(19, until_1s(ms(10)), None),
+    );
+    exchange(
+        &table,
+        "globex",
+        ms(1),
+        ms(12),
+        &stated(17, until_1s(ms(12)), None),
+    );
     assert!(table.quota_key("globex").is_some());
     table.prune(Duration::from_secs(120), Duration::from_secs(60));
     assert_eq!(table.quota_key("globex"), None);
