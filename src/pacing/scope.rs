@@ -18,8 +18,8 @@
 //!    one shows `remaining` below the other's last.
 //! 3. **Undone when the counters move apart.** Inside a merged quota, a request sent after
 //!    another partition's answer must see a lower `remaining` than that answer, in the same
-//!    window (one counter only falls). A request that sees as much or more proves its
-//!    partition counts apart: it is split out of the quota again, and the pair is never
+//!    window (one counter only falls). Two answers in a row that see as much or more prove
+//!    the partition counts apart: it is split out of the quota again, and the pair is never
 //!    merged on evidence again.
 //!
 //! The rule is learned by [`PacingMiddleware`](super::PacingMiddleware), which knows each
@@ -37,6 +37,10 @@ use crate::headers::{QuotaUnit, RateLimitInfo};
 
 /// Partitions held at most per host and policy: the candidates a response is compared with.
 const CANDIDATES: usize = 64;
+
+/// Answers in a row that contradict one counter before a partition is split from it: one
+/// alone may be a window's end read from a reset stated in whole seconds.
+const STRIKES: u32 = 2;
 
 /// The most partitions held in all; past it, idle ones are dropped at once.
 const MAX_PARTITIONS: usize = 100_000;
@@ -85,6 +89,8 @@ struct Member {
     /// Its answers stating the window of `last`.
     in_window: u64,
     in_flight: u64,
+    /// Answers in a row that contradicted one counter (see [`STRIKES`]).
+    strikes: u32,
     /// Partitions proven to count apart from this one.
     apart: HashSet<Box<str>>,
     used: Duration,
@@ -130,6 +136,18 @@ pub(crate) struct Sending {
     host: Box<str>,
     sent: Duration,
     answered: bool,
+}
+
+/// What an answer says of the one counter its partition is taken to share.
+#[derive(Debug)]
+enum Verdict {
+    /// It shows as much left as, or more than, this partition's answer that came before it
+    /// was sent.
+    Contradicts(Box<str>),
+    /// It shows less left than every such answer.
+    Agrees,
+    /// No answer to compare it with.
+    Untested,
 }
 
 /// How one response changed the scopes (for tests and traces).
@@ -362,11 +380,37 @@ impl Scopes {
         if list.len() > CANDIDATES {
             list.remove(0);
         }
+            eprintln!(
+                "{:?} {:?} sent {:?} r={} reset_at={:?} outspent={} inw={} infl={}",
+                now,
+                partition,
+                sent,
+                remaining,
+                reset_at,
+                sighting.outspent,
+                self.partitions[partition].in_window,
+                self.partitions[partition].in_flight
+            );
+        }
         match &policy.partition_key {
             Some(pk) => self.by_server_key(partition, &id, pk.clone()),
             None => match self.contradiction(partition, &id, sent, &sighting) {
-                Some(other) => self.split(partition, &other),
-                None => self.by_evidence(partition, &id, &sighting),
+                Verdict::Contradicts(other) => {
+                    let member = self.partitions.get_mut(partition).expect("observed above");
+                    member.strikes += 1;
+                    if member.strikes < STRIKES {
+                        return Change::None;
+                    }
+                    member.strikes = 0;
+                    self.split(partition, &other)
+                }
+                Verdict::Agrees => {
+                    if let Some(member) = self.partitions.get_mut(partition) {
+                        member.strikes = 0;
+                    }
+                    Change::None
+                }
+                Verdict::Untested => self.by_evidence(partition, &id, &sighting),
             },
         }
     }
@@ -423,18 +467,30 @@ impl Scopes {
         id: &PolicyId,
         sent: Duration,
         sighting: &Sighting,
-    ) -> Option<Box<str>> {
+    ) -> Verdict {
         let quota = self.quota_of(partition);
-        self.candidates.get(id)?.iter().find_map(|other| {
+        let Some(candidates) = self.candidates.get(id) else {
+            return Verdict::Untested;
+        };
+        let mut verdict = Verdict::Untested;
+        for other in candidates {
             if &**other == partition || self.quota_of(other) != quota {
-                return None;
+                continue;
             }
-            let last = self.partitions.get(other)?.last.as_ref()?;
+            let Some(last) = self.partitions.get(other).and_then(|m| m.last.as_ref()) else {
+                continue;
+            };
             let before = last.arrived <= sent;
             let open = last.reset_at.saturating_sub(last.tolerance) > sent;
-            let moved_apart = last.remaining > 0 && sighting.remaining >= last.remaining;
-            (before && open && last.same_window(sighting) && moved_apart).then(|| other.clone())
-        })
+            if !(before && open && last.same_window(sighting) && last.remaining > 0) {
+                continue;
+            }
+            if sighting.remaining >= last.remaining {
+                return Verdict::Contradicts(other.clone());
+            }
+            verdict = Verdict::Agrees;
+        }
+        verdict
     }
 
     /// Splits whichever of `partition` and `other` is not its quota's own key.
@@ -463,6 +519,8 @@ impl Scopes {
         }
         self.assign(&leaving, None);
         tracing::debug!("pacing: partitions count apart, split from a shared quota");
+            eprintln!("SPLIT {leaving:?} from {quota:?} ({partition:?} vs {other:?})");
+        }
         if *leaving == *partition {
             Change::Split
         } else {
@@ -511,6 +569,8 @@ impl Scopes {
             self.assign(&key, quota);
         }
         tracing::debug!("pacing: partitions share one counter, paced as one quota");
+            eprintln!("JOIN {partition:?} -> {target:?}");
+        }
         Change::Joined(target)
     }
 }

@@ -50,19 +50,31 @@ fn until_1s(now: Duration) -> Duration {
     Duration::from_secs(1) - now
 }
 
+/// One request of `partition` sent at `sent` ms, answered at `answered` ms with `remaining`
+/// left of 20 (`X-RateLimit-*`, no `pk`) in the window ending at 1 s.
+fn answer(
+    table: &Arc<ScopeTable>,
+    partition: &str,
+    sent: u64,
+    answered: u64,
+    remaining: u64,
+) -> Change {
+    let info = stated(remaining, until_1s(ms(answered)), None);
+    exchange(table, partition, ms(sent), ms(answered), &info)
+}
+
 #[test]
 fn partitions_stating_one_pk_share_one_quota_entry() {
     let table = Arc::new(ScopeTable::default());
     let key = Some(&b"k1"[..]);
-    assert_eq!(
-        exchange(&table, "acme", ms(0), ms(5), &stated(19, ms(995), key)),
-        Change::None
-    );
+    let first = exchange(&table, "acme", ms(0), ms(5), &stated(19, ms(995), key));
+    assert_eq!(first, Change::None);
     // The first partition in the server's partition keeps its own entry; the next joins it.
     let joined = exchange(&table, "globex", ms(1), ms(6), &stated(18, ms(994), key));
     assert_eq!(joined, Change::Joined("acme".into()));
     assert_eq!(table.quota_key("globex").as_deref(), Some("acme"));
     assert_eq!(table.quota_key("acme"), None);
+    assert!(table.is_shared("acme"));
     assert!(table.moved("globex", "globex"));
     assert!(!table.moved("globex", "acme"));
     // Another pk is another quota, whatever its counter shows.
@@ -80,12 +92,12 @@ fn partitions_stating_one_pk_share_one_quota_entry() {
 #[test]
 fn one_counter_falling_across_partitions_is_one_quota() {
     let table = Arc::new(ScopeTable::default());
-    let info = stated(19, until_1s(ms(10)), None);
-    assert_eq!(exchange(&table, "acme", ms(0), ms(10), &info), Change::None);
+    assert_eq!(answer(&table, "acme", 0, 10, 19), Change::None);
     // globex sent one request, and its counter shows two spent: someone else spends it.
-    let info = stated(18, until_1s(ms(12)), None);
-    let joined = exchange(&table, "globex", ms(1), ms(12), &info);
-    assert_eq!(joined, Change::Joined("acme".into()));
+    assert_eq!(
+        answer(&table, "globex", 1, 12, 18),
+        Change::Joined("acme".into())
+    );
     assert_eq!(table.quota_key("globex").as_deref(), Some("acme"));
 }
 
@@ -94,14 +106,12 @@ fn counters_that_each_count_their_own_partition_are_not_merged() {
     let table = Arc::new(ScopeTable::default());
     // Two quotas, each counting its own partition's requests only: 19, 18, 17 apiece.
     for (i, remaining) in [19, 18, 17].into_iter().enumerate() {
-        let now = ms(10 * (i as u64 + 1));
-        for partition in ["acme", "globex"] {
-            let info = stated(remaining, until_1s(now), None);
-            assert_eq!(
-                exchange(&table, partition, now - ms(5), now, &info),
-                Change::None
-            );
-        }
+        let at = 10 * (i as u64 + 1);
+        assert_eq!(answer(&table, "acme", at - 5, at, remaining), Change::None);
+        assert_eq!(
+            answer(&table, "globex", at - 5, at, remaining),
+            Change::None
+        );
     }
     assert_eq!(table.quota_key("acme"), None);
     assert_eq!(table.quota_key("globex"), None);
@@ -110,8 +120,7 @@ fn counters_that_each_count_their_own_partition_are_not_merged() {
 #[test]
 fn answers_in_other_windows_are_no_evidence() {
     let table = Arc::new(ScopeTable::default());
-    let info = stated(19, until_1s(ms(10)), None);
-    exchange(&table, "acme", ms(0), ms(10), &info);
+    answer(&table, "acme", 0, 10, 19);
     // Outspent, but its window ends a second later than acme's: not the same count.
     let info = stated(10, Duration::from_secs(2) - ms(12), None);
     assert_eq!(
@@ -123,105 +132,58 @@ fn answers_in_other_windows_are_no_evidence() {
 #[test]
 fn a_partition_whose_counter_moves_apart_is_split_and_kept_apart() {
     let table = Arc::new(ScopeTable::default());
-    exchange(
-        &table,
-        "acme",
-        ms(0),
-        ms(10),
-        &stated(19, until_1s(ms(10)), None),
+    answer(&table, "acme", 0, 10, 19);
+    assert_eq!(
+        answer(&table, "globex", 1, 12, 17),
+        Change::Joined("acme".into())
     );
-    let joined = exchange(
-        &table,
-        "globex",
-        ms(1),
-        ms(12),
-        &stated(17, until_1s(ms(12)), None),
-    );
-    assert_eq!(joined, Change::Joined("acme".into()));
     // acme answered 10 at 20 ms; globex's request sent after it sees 15 in the same window: one
-    // counter only falls, so globex counts apart.
-    exchange(
-        &table,
-        "acme",
-        ms(15),
-        ms(20),
-        &stated(10, until_1s(ms(20)), None),
-    );
-    let split = exchange(
-        &table,
-        "globex",
-        ms(21),
-        ms(25),
-        &stated(15, until_1s(ms(25)), None),
-    );
-    assert_eq!(split, Change::Split);
+    // counter only falls. Once may be a misread window's end: globex stays.
+    answer(&table, "acme", 15, 20, 10);
+    assert_eq!(answer(&table, "globex", 21, 25, 15), Change::None);
+    assert_eq!(table.quota_key("globex").as_deref(), Some("acme"));
+    // Twice in a row: globex counts apart.
+    answer(&table, "acme", 26, 27, 9);
+    assert_eq!(answer(&table, "globex", 28, 30, 14), Change::Split);
     assert_eq!(table.quota_key("globex"), None);
+    assert!(!table.is_shared("acme"));
     // Evidence that would merge them again does not: the pair is proven apart.
-    let again = exchange(
-        &table,
-        "globex",
-        ms(26),
-        ms(30),
-        &stated(2, until_1s(ms(30)), None),
-    );
-    assert_eq!(again, Change::None);
+    assert_eq!(answer(&table, "globex", 31, 35, 2), Change::None);
     assert_eq!(table.quota_key("globex"), None);
+}
+
+#[test]
+fn an_answer_that_agrees_clears_a_contradiction() {
+    let table = Arc::new(ScopeTable::default());
+    answer(&table, "acme", 0, 10, 19);
+    answer(&table, "globex", 1, 12, 17);
+    answer(&table, "acme", 15, 20, 10);
+    assert_eq!(answer(&table, "globex", 21, 25, 15), Change::None);
+    // One that agrees (below acme's 8), then one more contradiction: not two in a row.
+    answer(&table, "acme", 26, 27, 8);
+    assert_eq!(answer(&table, "globex", 28, 30, 7), Change::None);
+    answer(&table, "acme", 31, 32, 6);
+    assert_eq!(answer(&table, "globex", 33, 35, 6), Change::None);
+    assert_eq!(table.quota_key("globex").as_deref(), Some("acme"));
 }
 
 #[test]
 fn a_request_sent_before_the_other_answer_may_see_more_left() {
     let table = Arc::new(ScopeTable::default());
-    exchange(
-        &table,
-        "acme",
-        ms(0),
-        ms(10),
-        &stated(19, until_1s(ms(10)), None),
-    );
-    exchange(
-        &table,
-        "globex",
-        ms(1),
-        ms(12),
-        &stated(17, until_1s(ms(12)), None),
-    );
-    exchange(
-        &table,
-        "acme",
-        ms(15),
-        ms(20),
-        &stated(10, until_1s(ms(20)), None),
-    );
-    // Sent at 16 ms, before acme's answer of 10 came: counted before it, so 12 is no
-    // contradiction.
-    let answer = exchange(
-        &table,
-        "globex",
-        ms(16),
-        ms(25),
-        &stated(12, until_1s(ms(25)), None),
-    );
-    assert_eq!(answer, Change::None);
+    answer(&table, "acme", 0, 10, 19);
+    answer(&table, "globex", 1, 12, 17);
+    answer(&table, "acme", 15, 20, 10);
+    // Sent at 16 ms, before acme's answer of 10 came: counted before it, so 12 agrees, twice.
+    assert_eq!(answer(&table, "globex", 16, 25, 12), Change::None);
+    assert_eq!(answer(&table, "globex", 17, 26, 11), Change::None);
     assert_eq!(table.quota_key("globex").as_deref(), Some("acme"));
 }
 
 #[test]
 fn idle_partitions_are_forgotten_and_their_members_paced_alone() {
     let table = Arc::new(ScopeTable::default());
-    exchange(
-        &table,
-        "acme",
-        ms(0),
-        ms(10),
-        &stated(19, until_1s(ms(10)), None),
-    );
-    exchange(
-        &table,
-        "globex",
-        ms(1),
-        ms(12),
-        &stated(17, until_1s(ms(12)), None),
-    );
+    answer(&table, "acme", 0, 10, 19);
+    answer(&table, "globex", 1, 12, 17);
     assert!(table.quota_key("globex").is_some());
     table.prune(Duration::from_secs(120), Duration::from_secs(60));
     assert_eq!(table.quota_key("globex"), None);
