@@ -380,18 +380,6 @@ impl Scopes {
         if list.len() > CANDIDATES {
             list.remove(0);
         }
-            eprintln!(
-                "{:?} {:?} sent {:?} r={} reset_at={:?} outspent={} inw={} infl={}",
-                now,
-                partition,
-                sent,
-                remaining,
-                reset_at,
-                sighting.outspent,
-                self.partitions[partition].in_window,
-                self.partitions[partition].in_flight
-            );
-        }
         match &policy.partition_key {
             Some(pk) => self.by_server_key(partition, &id, pk.clone()),
             None => match self.contradiction(partition, &id, sent, &sighting) {
@@ -519,8 +507,6 @@ impl Scopes {
         }
         self.assign(&leaving, None);
         tracing::debug!("pacing: partitions count apart, split from a shared quota");
-            eprintln!("SPLIT {leaving:?} from {quota:?} ({partition:?} vs {other:?})");
-        }
         if *leaving == *partition {
             Change::Split
         } else {
@@ -569,8 +555,6 @@ impl Scopes {
             self.assign(&key, quota);
         }
         tracing::debug!("pacing: partitions share one counter, paced as one quota");
-            eprintln!("JOIN {partition:?} -> {target:?}");
-        }
         Change::Joined(target)
     }
 }
