@@ -48,6 +48,9 @@ const MAX_PARTITIONS: usize = 100_000;
 /// The tolerance on a reset instant when the server states it to the millisecond or finer.
 const FINE_TOLERANCE: Duration = Duration::from_millis(25);
 
+/// A partition the server named: host, policy name, `pk`.
+type ServerPartition = (Box<str>, Option<String>, Vec<u8>);
+
 /// Which policy a response states, as far as telling quotas apart goes.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 struct PolicyId {
@@ -102,7 +105,7 @@ struct Scopes {
     /// The partitions last seen stating each policy, oldest first.
     candidates: HashMap<PolicyId, Vec<Box<str>>>,
     /// The quota key of each stated partition key: host, policy name, `pk`.
-    by_pk: HashMap<(Box<str>, Option<String>, Vec<u8>), Arc<str>>,
+    by_pk: HashMap<ServerPartition, Arc<str>>,
     /// Partitions whose quota key changed since the aliases were last brought up to date.
     changed: Vec<Box<str>>,
 }
@@ -431,6 +434,15 @@ impl Scopes {
         }
     }
 
+    /// The partitions that draw on the quota entry `quota` (its own partition included).
+    fn members(&self, quota: &Arc<str>) -> Vec<Box<str>> {
+        self.partitions
+            .iter()
+            .filter(|(key, m)| ***key == **quota || m.quota.as_ref() == Some(quota))
+            .map(|(key, _)| key.clone())
+            .collect()
+    }
+
     /// Sets the quota entry `partition` draws on (`None`: its own).
     fn assign(&mut self, partition: &str, quota: Option<Arc<str>>) {
         if let Some(member) = self.partitions.get_mut(partition) {
@@ -489,12 +501,7 @@ impl Scopes {
         } else {
             partition.into()
         };
-        let members: Vec<Box<str>> = self
-            .partitions
-            .iter()
-            .filter(|(key, m)| &***key == &*quota || m.quota.as_ref() == Some(&quota))
-            .map(|(key, _)| key.clone())
-            .collect();
+        let members = self.members(&quota);
         for key in &members {
             if *key != leaving {
                 if let Some(m) = self.partitions.get_mut(key) {
@@ -544,12 +551,7 @@ impl Scopes {
         let target = self.quota_of(&partner);
         // This partition's whole quota (itself, and any partition already merged into it)
         // moves to the partner's.
-        let moving: Vec<Box<str>> = self
-            .partitions
-            .iter()
-            .filter(|(key, m)| &***key == &*quota || m.quota.as_ref() == Some(&quota))
-            .map(|(key, _)| key.clone())
-            .collect();
+        let moving = self.members(&quota);
         for key in moving {
             let quota = (*key != *target).then(|| target.clone());
             self.assign(&key, quota);
