@@ -19,6 +19,10 @@ use crate::time::{DrawnWait, RequestDeadline, RequestJitter};
 /// the body is read once and given back to the caller byte for byte (what was read, then the
 /// rest of the stream, when it was longer or slower). Other bodies are not touched.
 ///
+/// It also learns the quota's scope from the answers: partitions on one host that the
+/// server counts under one quota (one `pk`, or one counter falling across them) are paced as
+/// one and take turns (see the [module docs](super)).
+///
 /// Put it under the retry middleware so that retries are paced too. On a 429 it tells the
 /// retry layer, through the response's extensions, the pause it put on the key, drawn once
 /// with the retry layer's jitter (which the retry layer puts in the request's extensions), so
