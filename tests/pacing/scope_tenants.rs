@@ -167,6 +167,13 @@ async fn tenants_on_one_stated_quota_are_paced_as_one() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn tenants_on_one_ietf_quota_without_pk_are_paced_as_one() {
+    // IETF headers for a quota of the whole API: no `pk`, so the counters are the evidence.
+    let api = || RateLimitedApi::global(LIMIT, WINDOW).dialect(HeaderDialect::Ietf);
+    sweep("IETF without pk, one quota", api, one_key, ITEMS, 3).await;
+}
+
+#[tokio::test(start_paused = true)]
 async fn tenants_the_server_counts_under_one_pk_are_paced_as_one() {
     // IETF headers with `pk`: the quota is per API key, and the job has one key.
     let api = || RateLimitedApi::per_api_key(LIMIT, WINDOW).dialect(HeaderDialect::Ietf);
