@@ -409,6 +409,9 @@ impl Pacer {
     /// `redis`).
     pub fn pause(&self, key: &str, wait: Duration) {
         let now = self.inner.clock.now();
+        // A partition that shares a quota pauses the quota it shares.
+        let quota = self.inner.keys.quota_key(key);
+        let key = quota.as_deref().unwrap_or(key);
         self.inner
             .keys
             .with(key, |state| state.quota.close_gate(now, wait));

@@ -75,3 +75,17 @@ async fn a_partition_on_its_own_quota_has_no_lane() {
     drop(permit);
     assert_eq!(pacer.inner.lanes.len(), 0);
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_pause_on_a_partition_of_a_shared_quota_pauses_the_quota() {
+    let pacer = Pacer::builder().mode(PacingMode::FailFast).build();
+    pacer.inner.keys.scopes.join("globex", "acme");
+    pacer.pause("globex", Duration::from_secs(5));
+    let refused = pacer.acquire("acme", 1).await;
+    assert!(
+        matches!(refused, Err(PacingError::Throttled { .. })),
+        "{refused:?}"
+    );
+    // A partition of its own is not held.
+    assert!(pacer.acquire("initech", 1).await.is_ok());
+}
