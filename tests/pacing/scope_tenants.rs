@@ -227,3 +227,73 @@ async fn over_real_sockets_tenants_on_one_quota_are_paced_as_one() {
     );
     assert!(run.spread() <= WINDOW, "{run:?}");
 }
+
+/// `tasks` tasks fetching `items` items of `tenant`; returns when the last was fetched.
+async fn tenant_job(
+    client: ClientWithMiddleware,
+    tenant: &'static str,
+    tasks: usize,
+    items: usize,
+) -> Duration {
+    let started = Instant::now();
+    let left = Arc::new(Mutex::new(items));
+    let workers: Vec<_> = (0..tasks)
+        .map(|_| {
+            let (client, left) = (client.clone(), left.clone());
+            tokio::spawn(async move {
+                loop {
+                    {
+                        let mut left = left.lock().unwrap();
+                        if *left == 0 {
+                            return;
+                        }
+                        *left -= 1;
+                    }
+                    let response = client
+                        .get("http://partner.test/items")
+                        .header("x-tenant", tenant)
+                        .send()
+                        .await
+                        .expect("a request failed");
+                    assert_eq!(response.status(), 200);
+                }
+            })
+        })
+        .collect();
+    for worker in workers {
+        worker.await.expect("a task panicked");
+    }
+    started.elapsed()
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_tenants_burst_does_not_starve_the_others_on_one_quota() {
+    // One quota of 20 per second. acme bursts 200 items from 20 tasks; globex and initech
+    // have 20 items each, from 5 tasks each. Taking turns, each of them gets a third of the
+    // quota while all three wait: their 20 items take about 3 s. In arrival order they would
+    // get a sixth each (5 tasks of 30) and take about 6 s.
+    for phase in [0, 300, 700] {
+        start_at_phase(Duration::from_millis(phase)).await;
+        let api = RateLimitedApi::global(LIMIT, WINDOW).dialect(HeaderDialect::XRateLimit);
+        let responder = api.responder().expect("a valid mock");
+        let client = per_tenant().with_inner(responder.clone()).build();
+        let acme = tokio::spawn(tenant_job(client.clone(), "acme", 20, 200));
+        let globex = tokio::spawn(tenant_job(client.clone(), "globex", 5, 20));
+        let initech = tokio::spawn(tenant_job(client, "initech", 5, 20));
+        let (globex, initech) = (globex.await.unwrap(), initech.await.unwrap());
+        let acme = acme.await.unwrap();
+        println!(
+            "a burst beside two small tenants, starting {phase} ms into a second: globex {:.2} s, \
+             initech {:.2} s, acme {:.2} s, {} × 429",
+            globex.as_secs_f64(),
+            initech.as_secs_f64(),
+            acme.as_secs_f64(),
+            responder.log().rejected()
+        );
+        for small in [globex, initech] {
+            assert!(small <= Duration::from_millis(4500), "{small:?}");
+        }
+        // The learner's one or two, and one per tenant that joins the quota (the first answers race).
+        assert!(responder.log().rejected() <= 5);
+    }
+}
