@@ -11,21 +11,24 @@
 //!    responses state the same policy name and the same `pk` are one quota, and different
 //!    `pk`s are different quotas, whatever the counters do.
 //! 2. **One counter, falling across partitions.** Without a `pk`, two partitions on the same
-//!    host that state the identical policy (name, limit, window, unit) share one quota when
-//!    each shows its counter spent faster than its own requests explain (`limit - remaining`
-//!    above the partition's answers in that window plus its requests in flight), in the same
-//!    window (the same reset instant, to within half the reset's grain), and a response of
-//!    one shows `remaining` below the other's last.
+//!    host that state the identical policy (name, limit, window, unit) in the same window
+//!    (the same reset instant, to within half the reset's grain) share one quota when either
+//!    shows its counter spent faster than its own requests explain: `limit - remaining` above
+//!    the partition's answers in that window plus its requests in flight. A counter only its
+//!    own partition spends never shows that, whatever order the answers come in; the
+//!    partitions' first answers race, so the one that answers first need not show it yet.
 //! 3. **Undone when the counters move apart.** Inside a merged quota, a request sent after
 //!    another partition's answer must see a lower `remaining` than that answer, in the same
 //!    window (one counter only falls). Two answers in a row that see as much or more prove
 //!    the partition counts apart: it is split out of the quota again, and the pair is never
 //!    merged on evidence again.
 //!
-//! The rule is learned by [`PacingMiddleware`](super::PacingMiddleware), which knows each
-//! request's host; a [`Pacer`](super::Pacer) used on its own paces each key it is given.
-//! Quotas whose reset moves with every request (sliding logs, token buckets) give no window to
-//! compare counters in: their partitions are merged by `pk` only.
+//! A partition that joins a quota moves its waiting requests to the quota entry's queue, where
+//! partitions take turns (the `turns` module). The rule is learned by
+//! [`PacingMiddleware`](super::PacingMiddleware), which knows each request's host; a
+//! [`Pacer`](super::Pacer) used on its own paces each key it is given. Quotas whose reset
+//! moves with every request (sliding logs, token buckets) give no window to compare counters
+//! in: their partitions are merged by `pk` only.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
