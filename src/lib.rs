@@ -11,7 +11,7 @@
 //! |---|---|
 //! | [`headers`] | reading what a response says about the quota: `Retry-After` and every common rate-limit dialect, parsed once into a [`RateLimitInfo`]; the problem details of a refusal |
 //! | [`retry`] | retrying a 429 (any method) and transient failures (replay-safe requests only), waiting what the server said with jitter, within a cap, a deadline and a budget |
-//! | [`pacing`] | keeping requests under a quota, per partition (the host by default; one partition per quota the server counts), learned from the responses or configured, in one process or shared by many through Redis |
+//! | [`pacing`] | keeping requests under a quota, per partition (the host by default, or a tenant, a route group), learned from the responses or configured, in one process or shared by many through Redis; partitions the responses show on one server quota are paced as one, taking turns |
 //! | [`limiter`] | the rate-limiting algorithms the pacer and the mocks both use, in memory (with the feature `redis`, also as atomic Redis scripts) |
 //! | `mock` (feature `mock`) | testing a client: wiremock APIs that rate-limit like real ones, in any header dialect or silent, over a socket or in process on tokio's paused clock |
 //! | [`observe`] | what the crate does, told as it happens: events for a hook, and metrics (feature `metrics`) |
@@ -19,8 +19,8 @@
 //!
 //! Parsing knows no policy, the algorithms know no client, and the retry layer and the pacer
 //! meet only in the middleware stack. The README goes through a multi-tenant sync job from
-//! start to end, with its dependencies: which partition matches the server's quota
-//! ([`pacing::PartitionKey`]), what comes back when the retries run out, and which wait to
+//! start to end, with its dependencies: partitioning per tenant when the server counts per
+//! API key ([`pacing::PartitionKey`]), what comes back when the retries run out, and which wait to
 //! sleep on before sending an item again ([`PoliteError`]).
 //!
 //! # Features

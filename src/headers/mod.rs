@@ -255,7 +255,7 @@ fn test_policies(
 }
 
 /// What a quota counts.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum QuotaUnit {
     /// Requests (the default everywhere; IETF `qu="requests"`, or `"request"` as draft-11's

@@ -15,13 +15,16 @@ const SEPARATOR: char = '\u{1f}';
 ///
 /// # A partition is what the server counts together
 ///
-/// Choose the partition the server's quota has, no finer. Each partition learns its quota on
-/// its own, from its own responses: split one quota into three partitions and each believes
-/// it has the whole quota, so together they send three times what the server allows, and
-/// draw the 429s that pacing is there to avoid. A quota stated "per API key" covers every
-/// route and every tenant served with that key; GitHub's core quota, for one, counts every
-/// request of a token, whatever the repository or route, while its search routes have a
-/// quota of their own. So:
+/// A partition says whose requests they are (a tenant, a route group); the server's quota
+/// may be wider. A quota stated "per API key" covers every route and every tenant served with
+/// that key; GitHub's core quota, for one, counts every request of a token, whatever the
+/// repository or route, while its search routes have a quota of their own. When the answers
+/// show partitions sharing one quota (one `pk`, or one counter falling across them, in fixed
+/// windows), [`PacingMiddleware`](super::PacingMiddleware) paces them as one, taking turns
+/// (the rule is in the [module docs](super)). Where the answers cannot show it (a quota
+/// stated with a reset that moves with every request and no `pk`, or no quota stated at
+/// all), each partition learns its quota on its own, and a quota split over three partitions
+/// is spent three times over. The partition to choose, to be sure:
 ///
 /// | the server counts | partition |
 /// |---|---|
@@ -29,8 +32,9 @@ const SEPARATOR: char = '\u{1f}';
 /// | per tenant: each tenant's requests carry its own key or token | `PerHeader::new("x-tenant").and(PerHost)` |
 /// | some routes apart (GitHub: search apart from core) | `PerHost.and(PerPathPrefix::new(["/search/"]))` |
 ///
-/// When the docs do not say, look at what the responses state: requests that see one
-/// `remaining` count down together share a quota, and belong in one partition.
+/// Partitioning per tenant on a server that counts per API key is fine where the answers
+/// show the shared quota: it costs a request or two per partition until they do, and buys
+/// each tenant its turn.
 ///
 /// # Keys of your own, and keys together
 ///

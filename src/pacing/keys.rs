@@ -9,6 +9,7 @@ use tokio::sync::{Notify, Semaphore};
 
 use super::learned::KeyQuota;
 use super::local::LocalBucket;
+use super::scope::ScopeTable;
 use crate::observe::KeyLabel;
 use crate::time::Clock;
 use crate::time::Rate;
@@ -70,6 +71,8 @@ pub(crate) struct KeyTable {
     per_key_rate: Option<Rate>,
     /// Whether a new key's first request goes alone.
     probe_new: bool,
+    /// Which partitions share one quota entry (see the `scope` module).
+    pub(crate) scopes: Arc<ScopeTable>,
 }
 
 impl KeyTable {
@@ -83,7 +86,18 @@ impl KeyTable {
             clock,
             per_key_rate,
             probe_new,
+            scopes: Arc::default(),
         }
+    }
+
+    /// The key of the quota entry `partition` draws on: its own, unless it shares a quota.
+    pub(crate) fn quota_key(&self, partition: &str) -> Option<Arc<str>> {
+        self.scopes.quota_key(partition)
+    }
+
+    /// Whether `partition` no longer draws on `key` (it joined or left a shared quota).
+    pub(crate) fn moved(&self, partition: &str, key: &str) -> bool {
+        self.scopes.moved(partition, key)
     }
 
     /// The queue of `key` (the entry is made when new).
@@ -142,6 +156,7 @@ impl KeyTable {
     pub(crate) fn prune(&self, now: Duration) {
         let mut keys = self.keys.lock().unwrap_or_else(|e| e.into_inner());
         keys.retain(|_, state| !state.is_idle(now, IDLE_AFTER));
+        self.scopes.prune(now, IDLE_AFTER);
         if keys.capacity() > 2 * keys.len().max(1024) {
             keys.shrink_to_fit();
         }

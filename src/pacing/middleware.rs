@@ -20,6 +20,10 @@ use crate::time::{DrawnWait, RequestDeadline, RequestJitter};
 /// the body is read once and given back to the caller byte for byte (what was read, then the
 /// rest of the stream, when it was longer or slower). Other bodies are not touched.
 ///
+/// It also learns the quota's scope from the answers: partitions on one host that the
+/// server counts under one quota (one `pk`, or one counter falling across them) are paced as
+/// one and take turns (see the [module docs](super)).
+///
 /// Put it under the retry middleware so that retries are paced too. On a 429 it tells the
 /// retry layer, through the response's extensions, the pause it put on the key, drawn once
 /// with the retry layer's jitter (which the retry layer puts in the request's extensions), so
@@ -114,6 +118,7 @@ impl Middleware for PacingMiddleware {
         };
         record::pacing_wait(permit.waited());
         let jitter = extensions.get::<RequestJitter>().map(|j| j.0);
+        let sending = self.pacer.sending(&key, &PerHost.key_of(&request));
         let response = match next.run(request, extensions).await {
             Ok(response) => response,
             Err(error) => {
@@ -127,9 +132,12 @@ impl Middleware for PacingMiddleware {
             .await
             .map_err(reqwest_middleware::Error::Reqwest)?;
         let status = response.status();
-        let held = permit
-            .finish_with(status, RateLimitInfo::of_response(&mut response), jitter)
-            .await;
+        let info = RateLimitInfo::of_response(&mut response);
+        // Before the permit is finished: the next request already draws on the quota learned.
+        if let Some(sending) = sending {
+            self.pacer.answered(sending, info);
+        }
+        let held = permit.finish_with(status, info, jitter).await;
         if let Some(wait) = held {
             // The key is paused for this long, for every request: the retry layer above
             // waits this same draw instead of drawing its own.

@@ -5,9 +5,31 @@
 //! A [`Pacer`] hands out permits per partition key ([`PartitionKey`]): per host by default
 //! ([`PerHost`]), per header value ([`PerHeader`]: a tenant, an API key), per group of routes
 //! ([`PerPathPrefix`]), any closure over the request, or several of these joined with
-//! [`PartitionKey::and`]. A partition should be what the server counts together, its quota's
-//! scope, no finer: each partition learns its quota on its own, so a quota split over three
-//! partitions is spent three times over (see [`PartitionKey`]).
+//! [`PartitionKey::and`]. The partition says whose requests they are; the quota they draw on
+//! is the server's.
+//!
+//! **Partitions that share one server quota are paced as one**, and the pacer learns which do
+//! from the responses ([`PacingMiddleware`] reads them), by this rule:
+//!
+//! 1. the server's partition key, where it states one (the IETF draft's `pk` on
+//!    `RateLimit`/`RateLimit-Policy`, as express-rate-limit and others send): partitions on the
+//!    same host whose answers state the same policy name and `pk` share one quota; different
+//!    `pk`s are different quotas;
+//! 2. otherwise the counters: partitions on the same host stating the identical policy (name,
+//!    limit, window, unit) share one quota when, in one window (the same reset instant), one
+//!    of them shows its `remaining` fallen by more than its own requests in that window (sent
+//!    and answered, or still on their way) explain;
+//! 3. undone when the counters move apart: in a shared quota, a request sent after another
+//!    partition's answer must see less left than that answer in the same window, as one
+//!    counter only falls; two answers in a row that see as much or more split the partition
+//!    off again, and the pair stays apart.
+//!
+//! Partitions found to share a quota draw on one entry of the pacer's key table (one queue, one
+//! learned model) and **take turns** at its queue: round-robin, or weighted
+//! ([`PacerBuilder::turn_weights`]), so one tenant's burst does not starve the others. Quotas
+//! whose reset moves with each request (sliding logs, token buckets) show no shared window:
+//! without a `pk` their partitions are paced apart, and a partition finer than the server's
+//! quota then spends it once per partition (see [`PartitionKey`]).
 //!
 //! **Permits on one key go out in arrival order.** Each key has a queue: a request that arrives
 //! while others wait queues behind them, and only the head of the queue looks at the buckets
@@ -120,6 +142,7 @@ mod middleware;
 mod pacer;
 mod permit;
 mod problem_body;
+mod scope;
 // Without the `redis` feature nothing outside the tests can build a shared bucket: the machinery
 // stays compiled (its unit tests run on a store in memory) but is not public.
 #[cfg_attr(not(feature = "redis"), allow(dead_code))]
@@ -127,6 +150,7 @@ mod shared;
 mod snapshot;
 #[cfg(test)]
 mod test_waiters;
+mod turns;
 
 pub use config::{BucketScope, PacingMode};
 pub use error::PacingError;

@@ -12,6 +12,7 @@ use super::permit::{Permit, Reservation};
 use super::shared::{SharedBucket, SharedQuota, SharedTake};
 #[cfg(any(feature = "redis", test))]
 use super::shared::{SharedCalls, StoreHealthReport};
+use super::turns::{Lanes, Weights};
 use crate::observe::{EventHook, KeyLabels, Observer, PoliteEvent, QueueGauge};
 use crate::time::Clock;
 use crate::time::Jitter;
@@ -56,7 +57,7 @@ const HOUSEKEEPING_EVERY: u64 = 1024;
 /// ```
 #[derive(Clone)]
 pub struct Pacer {
-    inner: Arc<PacerInner>,
+    pub(super) inner: Arc<PacerInner>,
 }
 
 impl Pacer {
@@ -90,6 +91,8 @@ pub(super) struct PacerInner {
     pub(super) observer: Observer,
     /// The keys labelled on the queue gauge so far (feature `metrics`).
     labels: KeyLabels,
+    /// The partitions' lanes to a shared quota's queue (the `turns` module).
+    pub(super) lanes: Lanes,
 }
 
 /// Configures a [`Pacer`]. Start from [`Pacer::builder`].
@@ -102,6 +105,7 @@ pub struct PacerBuilder {
     gate_jitter: Jitter,
     shared: Option<SharedBucket>,
     hook: Option<EventHook>,
+    weights: Option<Weights>,
 }
 
 impl PacerBuilder {
@@ -173,6 +177,25 @@ impl PacerBuilder {
         self
     }
 
+    /// How many turns each partition takes per round when several partitions draw on one
+    /// quota the server counts together (learned from the responses: see the
+    /// [module docs](super)). `weights` gives a partition key's weight; 0 counts as 1, and
+    /// every partition has weight 1 by default (plain round-robin).
+    ///
+    /// ```
+    /// use reqwest_polite::pacing::Pacer;
+    ///
+    /// // The paying tenant gets three turns for every other tenant's one.
+    /// let pacer = Pacer::builder()
+    ///     .turn_weights(|partition| if partition.starts_with("acme\u{1f}") { 3 } else { 1 })
+    ///     .build();
+    /// # drop(pacer);
+    /// ```
+    pub fn turn_weights(mut self, weights: impl Fn(&str) -> u32 + Send + Sync + 'static) -> Self {
+        self.weights = Some(Arc::new(weights));
+        self
+    }
+
     /// The pacer.
     pub fn build(self) -> Pacer {
         let observer = Observer::new(self.hook);
@@ -202,6 +225,7 @@ impl PacerBuilder {
                 rate: self.rate,
                 observer,
                 labels: KeyLabels::default(),
+                lanes: Lanes::new(self.weights),
             }),
         }
     }
@@ -219,6 +243,7 @@ impl Pacer {
             gate_jitter: Jitter::NotBefore(0.1),
             shared: None,
             hook: None,
+            weights: None,
         }
     }
 
@@ -255,6 +280,37 @@ impl Pacer {
             },
             (mode, _) => mode,
         };
+        let partition = key;
+        loop {
+            // Partitions that share one server quota queue on one entry (the `scope` module).
+            let quota = self.inner.keys.quota_key(partition);
+            let key = quota.as_deref().unwrap_or(partition);
+            // Partitions of one shared quota take turns at its queue (the `turns` module).
+            let shared = quota.is_some() || self.inner.keys.scopes.is_shared(partition);
+            let _place = match shared {
+                true => Some(self.take_lane(partition, started, mode).await?),
+                false => None,
+            };
+            let served = self
+                .queue_on(partition, key, cost, bytes, started, mode)
+                .await?;
+            if let Some(permit) = served {
+                return Ok(permit);
+            }
+        }
+    }
+
+    /// Waits in `key`'s queue, then serves its head; `None` when `partition` was moved to
+    /// another quota entry meanwhile (it queues there then).
+    async fn queue_on(
+        &self,
+        partition: &str,
+        key: &str,
+        cost: u32,
+        bytes: u64,
+        started: Duration,
+        mode: PacingMode,
+    ) -> Result<Option<Permit>, PacingError> {
         // The key's queue, and its label on the queue gauge (feature `metrics`; nothing
         // without), in one look at the table.
         let labels = &self.inner.labels;
@@ -291,31 +347,36 @@ impl Pacer {
         // The semaphore is never closed.
         let _turn = turn.expect("a pacing queue is never closed");
         drop(waiting);
-        self.serve_head(key, cost, bytes, started, &queue, mode)
+        self.serve_head(partition, key, cost, bytes, started, &queue, mode)
             .await
     }
 
     /// The head of the queue: looks at the buckets until the request may go.
+    #[allow(clippy::too_many_arguments)]
     async fn serve_head(
         &self,
+        partition: &str,
         key: &str,
         cost: u32,
         bytes: u64,
         started: Duration,
         queue: &Queue,
         mode: PacingMode,
-    ) -> Result<Permit, PacingError> {
+    ) -> Result<Option<Permit>, PacingError> {
         // When the last wait should have ended: a wake-up after it is the timer's lateness.
         let mut due: Option<Duration> = None;
         loop {
+            if self.inner.keys.moved(partition, key) {
+                return Ok(None);
+            }
             let now = self.inner.clock.now();
             let late = due.map_or(Duration::ZERO, |due| now.saturating_sub(due));
             let wait = match self.try_admit(key, cost, bytes, now, late).await? {
                 Ok(reservation) => {
-                    return Ok(Permit {
+                    return Ok(Some(Permit {
                         waited: now.saturating_sub(started),
                         reservation: Some(reservation),
-                    });
+                    }));
                 }
                 Err(wait) => wait,
             };
@@ -387,6 +448,9 @@ impl Pacer {
     /// `redis`).
     pub fn pause(&self, key: &str, wait: Duration) {
         let now = self.inner.clock.now();
+        // A partition that shares a quota pauses the quota it shares.
+        let quota = self.inner.keys.quota_key(key);
+        let key = quota.as_deref().unwrap_or(key);
         self.inner
             .keys
             .with(key, |state| state.quota.close_gate(now, wait));
@@ -549,6 +613,7 @@ impl Pacer {
         let n = self.inner.acquires.fetch_add(1, Ordering::Relaxed);
         if n % HOUSEKEEPING_EVERY == HOUSEKEEPING_EVERY - 1 {
             self.inner.keys.prune(self.inner.clock.now());
+            self.inner.lanes.prune();
         }
     }
 }

@@ -21,3 +21,4 @@ mod pacing_middleware;
 mod pacing_policies;
 mod pacing_server_wait;
 mod partition_keys;
+mod scope_tenants;
