@@ -740,39 +740,28 @@ impl KeyQuota {
             Some(first) if self.moving && trickle.is_none() => Some(first.at),
             _ => None,
         };
-        if let Some(anchor) = anchor {
-            let after = self.lag.probe_after(latest.saturating_sub(anchor));
-            let at = anchor.saturating_add(after).min(latest);
-            tracing::trace!(
-                in_ms = at.saturating_sub(now).as_millis() as u64,
-                latest_ms = latest.saturating_sub(now).as_millis() as u64,
-                lag_ms = after.as_millis() as u64,
-                "pacing: early probe armed by the moving window's lag"
-            );
-            self.early = Some(EarlyProbe {
-                at: at.max(now),
-                latest,
-                trickle: false,
-                by_lag: false,
-                anchor: Some(anchor),
-            });
-            return;
-        }
         let phased = self.phase.probe_at(latest);
         // Far sooner by the lag: the phase has wrapped past a second.
         let lagged = match (self.lag_by, self.sends.first()) {
-            (Some(lag), Some(first)) if trickle.is_none() => {
+            (Some(lag), Some(first)) if trickle.is_none() && anchor.is_none() => {
                 Some(first.at.saturating_add(lag)).filter(|at| at.saturating_add(NARROW) < phased)
             }
             _ => None,
         };
+        let at = match anchor {
+            Some(anchor) => {
+                anchor.saturating_add(self.lag.probe_after(latest.saturating_sub(anchor)))
+            }
+            None => trickle.or(lagged).unwrap_or(phased),
+        };
         // The stated instant at the latest: the probe goes ahead of the jittered gate.
-        let at = trickle.or(lagged).unwrap_or(phased).min(latest);
+        let at = at.min(latest);
         tracing::trace!(
             in_ms = at.saturating_sub(now).as_millis() as u64,
             latest_ms = latest.saturating_sub(now).as_millis() as u64,
             trickle = trickle.is_some(),
             lagged = lagged.is_some(),
+            moving = anchor.is_some(),
             "pacing: early probe armed"
         );
         self.early = Some(EarlyProbe {
@@ -780,7 +769,7 @@ impl KeyQuota {
             latest,
             trickle: trickle.is_some(),
             by_lag: lagged.is_some(),
-            anchor: None,
+            anchor,
         });
     }
 

@@ -58,6 +58,10 @@ use crate::time::{DrawnWait, RequestDeadline, RequestJitter};
 pub struct PacingMiddleware {
     pacer: Pacer,
     partition: Arc<dyn PartitionKey>,
+    /// The partitions are the hosts themselves: no two share a host, so there is no quota
+    /// scope to learn (the `scope` module compares partitions on one host), and its work on
+    /// every request is skipped.
+    per_host: bool,
 }
 
 impl PacingMiddleware {
@@ -66,12 +70,14 @@ impl PacingMiddleware {
         Self {
             pacer,
             partition: Arc::new(PerHost),
+            per_host: true,
         }
     }
 
     /// Partitions requests with `partition` instead (tenant, API key, route…).
     pub fn with_partition(mut self, partition: impl PartitionKey) -> Self {
         self.partition = Arc::new(partition);
+        self.per_host = false;
         self
     }
 
@@ -118,7 +124,10 @@ impl Middleware for PacingMiddleware {
         };
         record::pacing_wait(permit.waited());
         let jitter = extensions.get::<RequestJitter>().map(|j| j.0);
-        let sending = self.pacer.sending(&key, &PerHost.key_of(&request));
+        let sending = match self.per_host {
+            true => None,
+            false => self.pacer.sending(&key, &PerHost.key_of(&request)),
+        };
         let response = match next.run(request, extensions).await {
             Ok(response) => response,
             Err(error) => {

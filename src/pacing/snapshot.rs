@@ -44,8 +44,16 @@ pub enum QuotaModel {
 impl QuotaModel {
     /// The requests per second this model allows in the long run, when it says.
     pub fn per_second(&self) -> Option<f64> {
+        if let QuotaModel::Configured { rate } = *self {
+            return Some(rate.units_per_second());
+        }
+        let (quota, window) = self.windowed()?;
+        (!window.is_zero()).then(|| quota as f64 / window.as_secs_f64())
+    }
+
+    /// The quota per window, when the model is one (stated or inferred, both known).
+    fn windowed(&self) -> Option<(u64, Duration)> {
         match *self {
-            QuotaModel::Configured { rate } => Some(rate.units_per_second()),
             QuotaModel::Stated {
                 quota: Some(quota),
                 window: Some(window),
@@ -54,7 +62,7 @@ impl QuotaModel {
                 quota,
                 window: Some(window),
                 ..
-            } if !window.is_zero() => Some(quota as f64 / window.as_secs_f64()),
+            } => Some((quota, window)),
             _ => None,
         }
     }
@@ -102,18 +110,7 @@ impl KeySnapshot {
     /// configured rate). `None` when neither the model nor a configured rate gives a pace.
     pub fn eta(&self, requests: u64) -> Option<Duration> {
         let opens = self.opens_in.unwrap_or(Duration::ZERO);
-        let windowed = match self.model {
-            QuotaModel::Stated {
-                quota: Some(quota),
-                window: Some(window),
-            }
-            | QuotaModel::Inferred {
-                quota,
-                window: Some(window),
-                ..
-            } if quota > 0 => Some((quota, window)),
-            _ => None,
-        };
+        let windowed = self.model.windowed().filter(|(quota, _)| *quota > 0);
         if let Some((quota, window)) = windowed {
             let left = if self.opens_in.is_some() {
                 0
