@@ -165,10 +165,33 @@ async fn main() -> ExitCode {
     ExitCode::SUCCESS
 }
 
+/// With `RUST_LOG` set, a worker writes its trace to `partner_sync-worker-N.log` in the
+/// current directory (the wall clock's time on each line, to lay the workers' traces side by
+/// side); without it, nothing.
+fn trace_worker(index: usize) {
+    let Ok(filter) = tracing_subscriber::EnvFilter::try_from_default_env() else {
+        return;
+    };
+    let path = format!("partner_sync-worker-{}.log", index + 1);
+    match std::fs::File::create(&path) {
+        Ok(file) => tracing_subscriber::fmt()
+            .compact()
+            .with_ansi(false)
+            .with_target(false)
+            .with_env_filter(filter)
+            .with_writer(std::sync::Mutex::new(file))
+            .init(),
+        Err(error) => eprintln!("{PROGRAM} worker: cannot write {path}: {error}"),
+    }
+}
+
 /// One worker process of a `--processes` job.
 async fn worker() -> ExitCode {
     let outcome = match fleet::WorkerConfig::from_env() {
-        Some(Ok(config)) => fleet::work(config).await,
+        Some(Ok(config)) => {
+            trace_worker(config.index);
+            fleet::work(config).await
+        }
         Some(Err(message)) => Err(message),
         None => Err(format!(
             "--worker is for the processes of --processes (no {})",
@@ -286,6 +309,16 @@ fn print_fleet(outcome: &fleet::FleetOutcome, job: &fleet::Fleet) {
         outcome.quota_ratio(job),
         outcome.admitted,
         outcome.rejected
+    );
+    let windows: Vec<String> = outcome
+        .windows
+        .iter()
+        .map(|(admitted, rejected)| format!("{admitted}/{rejected}"))
+        .collect();
+    println!(
+        "per window of {:.1} s from the start, admitted/429: {}",
+        job.window.as_secs_f64(),
+        windows.join(" ")
     );
 }
 

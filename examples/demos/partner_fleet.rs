@@ -27,7 +27,7 @@ use std::time::{Duration, Instant};
 use http::Extensions;
 use reqwest_middleware::{Middleware, Next};
 use reqwest_polite::PoliteClientBuilder;
-use reqwest_polite::mock::RateLimitedApi;
+use reqwest_polite::mock::{Answer, LoggedRequest, RateLimitedApi};
 use reqwest_polite::pacing::{Pacer, SharedBucket};
 use serde_json::json;
 
@@ -222,6 +222,8 @@ pub struct FleetOutcome {
     /// The API's own counts: admitted, and answered 429.
     pub admitted: usize,
     pub rejected: usize,
+    /// The API's answers per window of the job, from the word to go: (admitted, 429s).
+    pub windows: Vec<(usize, usize)>,
 }
 
 impl FleetOutcome {
@@ -274,6 +276,9 @@ impl FleetOutcome {
             "quota_ms": fleet.quota_time().as_millis() as u64,
             "quota_ratio": (self.quota_ratio(fleet) * 100.0).round() / 100.0,
             "slowest_ms": self.slowest().as_millis() as u64,
+            "per_window": self.windows.iter().map(|&(admitted, rejected)| {
+                json!({ "admitted": admitted, "status_429": rejected })
+            }).collect::<Vec<_>>(),
             "per_process": self.processes.iter().map(|p| {
                 json!({
                     "process": p.index + 1,
@@ -512,7 +517,26 @@ pub async fn run(
         deadline_passed,
         admitted: server.admitted(),
         rejected: server.rejected(),
+        windows: per_window(&server.log(), started, fleet.window),
     })
+}
+
+/// The answers in `log` per `window` from `started`: (admitted, 429s) in each.
+fn per_window(log: &[LoggedRequest], started: Instant, window: Duration) -> Vec<(usize, usize)> {
+    let mut windows: Vec<(usize, usize)> = Vec::new();
+    for request in log {
+        let offset = request.at.saturating_duration_since(started);
+        let index = (offset.as_nanos() / window.as_nanos().max(1)) as usize;
+        if windows.len() <= index {
+            windows.resize(index + 1, (0, 0));
+        }
+        match request.answer {
+            Answer::Admitted => windows[index].0 += 1,
+            Answer::Rejected => windows[index].1 += 1,
+            _ => {}
+        }
+    }
+    windows
 }
 
 /// Why no worker spoke.

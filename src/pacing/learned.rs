@@ -1133,7 +1133,11 @@ impl KeyQuota {
             _ => None,
         };
         let quota = self.limit.zip(self.window);
-        SharedFacts { left, quota }
+        SharedFacts {
+            left,
+            quota,
+            silent: false,
+        }
     }
 
     /// True when the entry holds nothing worth keeping (memory stays bounded).

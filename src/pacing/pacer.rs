@@ -9,7 +9,7 @@ use super::keys::{KeyTable, Queue};
 use super::learned::{Admission, Demand, Ticket};
 use super::local::{LocalBucket, Take};
 use super::permit::{Permit, Reservation};
-use super::shared::{SharedBucket, SharedQuota, SharedTake};
+use super::shared::{Asker, SharedBucket, SharedQuota, SharedTake};
 #[cfg(any(feature = "redis", test))]
 use super::shared::{SharedCalls, StoreHealthReport};
 use super::turns::{Lanes, Weights};
@@ -365,16 +365,19 @@ impl Pacer {
     ) -> Result<Option<Permit>, PacingError> {
         // When the last wait should have ended: a wake-up after it is the timer's lateness.
         let mut due: Option<Duration> = None;
+        let asker = self.inner.shared.as_ref().map_or(0, SharedQuota::asker);
         loop {
             if self.inner.keys.moved(partition, key) {
                 return Ok(None);
             }
             let now = self.inner.clock.now();
             let late = due.map_or(Duration::ZERO, |due| now.saturating_sub(due));
-            let wait = match self.try_admit(key, cost, bytes, now, late).await? {
+            let waited = now.saturating_sub(started);
+            let ask = Asker { id: asker, waited };
+            let wait = match self.try_admit(key, cost, bytes, now, late, ask).await? {
                 Ok(reservation) => {
                     return Ok(Some(Permit {
-                        waited: now.saturating_sub(started),
+                        waited,
                         reservation: Some(reservation),
                     }));
                 }
@@ -490,6 +493,7 @@ impl Pacer {
         bytes: u64,
         now: Duration,
         late: Duration,
+        asker: Asker,
     ) -> Result<Result<Reservation, Duration>, PacingError> {
         let demand = Demand {
             requests: u64::from(cost),
@@ -564,7 +568,7 @@ impl Pacer {
         }
         // Last, as it is the only await: a drop during the call refunds what was taken here.
         if let Some(shared) = &self.inner.shared {
-            match shared.take(key, cost).await {
+            match shared.take(key, cost, asker).await {
                 SharedTake::Taken => {}
                 SharedTake::Wait { wait, gated: false } => return Ok(Err(wait)),
                 SharedTake::Wait { wait, gated: true } => {

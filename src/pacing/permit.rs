@@ -6,6 +6,7 @@ use http::StatusCode;
 use super::key::key_digest;
 use super::learned::{Outcome, Ticket};
 use super::pacer::{Pacer, PacerInner};
+use super::shared::SharedFacts;
 use crate::headers::RateLimitInfo;
 use crate::observe::{PoliteEvent, record};
 use crate::time::Jitter;
@@ -107,7 +108,17 @@ impl Permit {
             let told = before.map(|from| news(key, state, now, from, status, info, pause));
             // News for the head of the key's queue: it may go sooner (or must wait longer).
             state.queue.news.notify_one();
-            let facts = learns.then(|| state.quota.shared_facts(now));
+            // An admitted answer that states nothing at all: a silent server, for the others.
+            let silent = !throttled
+                && info.limit.is_none()
+                && info.remaining.is_none()
+                && info.reset.is_none()
+                && info.server_wait().is_none()
+                && info.policies.is_empty();
+            let facts = learns.then(|| SharedFacts {
+                silent,
+                ..state.quota.shared_facts(now)
+            });
             (pause, state.quota.gate_after(now), facts, told)
         });
         // Told once the table's lock is let go: a hook may look at the pacer.

@@ -7,11 +7,12 @@
 //!   to 3 each: K taken in all, none over 3; racing a gate closed among them: what was taken
 //!   and what is left add up to K; each giving back 3 while taking 1: the bucket never passes
 //!   its capacity and ends at exactly 9 of 10;
-//! - `learned_take.lua`: racers taking 1 from a learned count of K, or opening a new window
-//!   of K: exactly K taken; racing a gate: taken and left add up to K;
-//! - `learned_note.lua`: racers noting different counts and window ends: the least count and
-//!   the soonest end win, and the quota per window is one racer's whole (never one's limit
-//!   with another's window);
+//! - `learned_take.lua`: racers taking 1 from a learned count of K: exactly K taken; at the
+//!   start of a window nothing is known of: exactly one taken (the probe of all); newcomers
+//!   beside M requests in line: exactly K - M taken; racing a gate: taken and left add up to K;
+//! - `learned_note.lua`: racers noting different counts and ends of one window: the least
+//!   count and the soonest end win, and the quota per window is one racer's whole (never
+//!   one's limit with another's window);
 //! - `close_gate.lua`: racers closing one gate for different pauses: it ends at the longest.
 //!
 //! And on the cluster, every key a pacer writes for one partition key (bucket, gate, count,
@@ -64,15 +65,45 @@ static INSPECT: LazyLock<Script> = LazyLock::new(|| {
 /// The PTTL of KEYS[1].
 static INSPECT_GATE: LazyLock<Script> =
     LazyLock::new(|| Script::new("return redis.call('PTTL', KEYS[1])"));
-/// A learned count of ARGV[1] in KEYS[1] for an hour, or (ARGV[1] empty) a quota per window of
-/// ARGV[2] per hour in KEYS[2] and no count: a new window to open.
+/// A learned count of ARGV[1] in KEYS[1] for ARGV[3] ms (an hour if empty), or (ARGV[1]
+/// empty) a quota per window of ARGV[2] per hour in KEYS[2] and no count: a new window to open.
 static ARRANGE_LEARNED: LazyLock<Script> = LazyLock::new(|| {
     Script::new(
-        "if ARGV[1] ~= '' then redis.call('SET', KEYS[1], ARGV[1], 'PX', 3600000) \
+        "local ttl = tonumber(ARGV[3] or '') or 3600000 \
+         if ARGV[1] ~= '' then redis.call('SET', KEYS[1], ARGV[1], 'PX', ttl) \
          else redis.call('HSET', KEYS[2], 'limit', ARGV[2], 'window', 3600000) end \
          return 1",
     )
 });
+/// Puts ARGV[1] requests in line in KEYS[1] (the learned take's line), each expected an hour
+/// from now.
+static ARRANGE_LINE: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(
+        "local t = redis.call('TIME') \
+         local later = tonumber(t[1]) * 1000 + 3600000 \
+         for i = 1, tonumber(ARGV[1]) do redis.call('ZADD', KEYS[1], later, 'in-line-' .. i) end \
+         return 1",
+    )
+});
+
+/// The keys of a learned take: count, quota, gate, probe and line.
+const LEARNED_KEYS: [&str; 5] = ["left", "quota", "gate", "probe", "line"];
+
+/// A learned take of 1 by request `asker`, which has waited `waited_ms`.
+fn learned_take_call(keys: &[String], want: u64, asker: usize, waited_ms: u64) -> Call {
+    Call {
+        script: &LEARNED_TAKE,
+        keys: keys.to_vec(),
+        args: vec![
+            "1".to_owned(),
+            want.to_string(),
+            "1000".to_owned(),
+            "20".to_owned(),
+            format!("racer-{asker}"),
+            waited_ms.to_string(),
+        ],
+    }
+}
 /// A learned count: its value, its PTTL, and the quota hash's limit and window.
 static INSPECT_LEARNED: LazyLock<Script> = LazyLock::new(|| {
     Script::new(
@@ -269,9 +300,9 @@ fn bucket_give_backs(stores: Vec<RedisStore>, rep: usize) -> BoxFuture<'static, 
 
 fn learned_takes(stores: Vec<RedisStore>, rep: usize) -> BoxFuture<'static, Option<String>> {
     Box::pin(async move {
-        let keys = keys("learned", rep, &["left", "quota", "gate"]);
+        let keys = keys("learned", rep, &LEARNED_KEYS);
         let left = left_before(rep);
-        // Even repetitions take from a count; odd ones open a new window of the quota.
+        // Even repetitions take from a count; odd ones find a window nothing is known of.
         let (count, limit) = if rep.is_multiple_of(2) {
             (left.to_string(), String::new())
         } else {
@@ -280,21 +311,54 @@ fn learned_takes(stores: Vec<RedisStore>, rep: usize) -> BoxFuture<'static, Opti
         eval(&stores[0], &ARRANGE_LEARNED, &keys, &[&count, &limit]).await;
         let want = if rep % 4 < 2 { 1 } else { 3 };
         let calls = (0..RACERS)
-            .map(|_| Call {
-                script: &LEARNED_TAKE,
-                keys: keys.clone(),
-                args: vec!["1".to_owned(), want.to_string()],
-            })
+            .map(|i| learned_take_call(&keys, want, i, 0))
             .collect();
         let replies = race(&stores, calls).await;
         let now = eval(&stores[0], &INSPECT_LEARNED, &keys, &[]).await;
-        (granted(&replies) != left || now[0] != "0").then(|| {
-            format!(
-                "{} taken of {left} (want {want}), count now {:?}",
-                granted(&replies),
-                now[0]
-            )
-        })
+        let taken = granted(&replies);
+        if rep.is_multiple_of(2) {
+            (taken != left || now[0] != "0").then(|| {
+                format!(
+                    "{taken} taken of {left} (want {want}), count now {:?}",
+                    now[0]
+                )
+            })
+        } else {
+            // One request goes alone, whatever it wants; the count waits for its answer.
+            let probes = replies.iter().filter(|r| r[0] == "1").count();
+            (taken != 1 || probes != 1 || !now[0].is_empty())
+                .then(|| format!("{probes} probes, {taken} taken, count now {:?}", now[0]))
+        }
+    })
+}
+
+fn learned_takes_beside_a_line(
+    stores: Vec<RedisStore>,
+    rep: usize,
+) -> BoxFuture<'static, Option<String>> {
+    Box::pin(async move {
+        let keys = keys("learned-line", rep, &LEARNED_KEYS);
+        // K from 6 to 10 left, M from 0 to 4 in line: what is left beyond the line goes to
+        // newcomers, the rest stays for the line.
+        let left = 5 + left_before(rep);
+        let line = (rep % 5) as u64;
+        eval(
+            &stores[0],
+            &ARRANGE_LEARNED,
+            &keys,
+            &[&left.to_string(), ""],
+        )
+        .await;
+        eval(&stores[0], &ARRANGE_LINE, &keys[4..], &[&line.to_string()]).await;
+        let calls = (0..RACERS)
+            .map(|i| learned_take_call(&keys, 1, i, 0))
+            .collect();
+        let replies = race(&stores, calls).await;
+        let now = eval(&stores[0], &INSPECT_LEARNED, &keys, &[]).await;
+        let count: u64 = now[0].parse().unwrap();
+        let taken = granted(&replies);
+        (taken != left - line || count != line)
+            .then(|| format!("{taken} taken of {left} beside {line} in line, {count} left"))
     })
 }
 
@@ -303,7 +367,7 @@ fn learned_takes_and_gate(
     rep: usize,
 ) -> BoxFuture<'static, Option<String>> {
     Box::pin(async move {
-        let keys = keys("learned-gated", rep, &["left", "quota", "gate"]);
+        let keys = keys("learned-gated", rep, &LEARNED_KEYS);
         let left = left_before(rep);
         eval(
             &stores[0],
@@ -315,13 +379,9 @@ fn learned_takes_and_gate(
         let calls = (0..RACERS)
             .map(|i| {
                 if i % 4 == 0 {
-                    close_call(&keys[2..], 3_600_000)
+                    close_call(&keys[2..3], 3_600_000)
                 } else {
-                    Call {
-                        script: &LEARNED_TAKE,
-                        keys: keys.clone(),
-                        args: vec!["1".to_owned(), "1".to_owned()],
-                    }
+                    learned_take_call(&keys, 1, i, 0)
                 }
             })
             .collect();
@@ -335,16 +395,18 @@ fn learned_takes_and_gate(
 
 fn learned_notes(stores: Vec<RedisStore>, rep: usize) -> BoxFuture<'static, Option<String>> {
     Box::pin(async move {
-        let keys = keys("note", rep, &["left", "quota"]);
+        let keys = keys("note", rep, &["left", "quota", "probe"]);
         let mut rng = rand::rngs::StdRng::seed_from_u64(rep as u64);
-        // Half the repetitions start from a count above every racer's, ending later.
+        // Half the repetitions start from a count above every racer's, ending later in the
+        // same window (an end stated less finely).
         if rep.is_multiple_of(2) {
-            eval(&stores[0], &ARRANGE_LEARNED, &keys, &["1000", ""]).await;
+            eval(&stores[0], &ARRANGE_LEARNED, &keys, &["1000", "", "600950"]).await;
         }
         let notes: Vec<(u64, u64, u64)> = (0..RACERS)
             .map(|i| {
                 let left = rng.random_range(100..900);
-                let ends = rng.random_range(600_000..1_200_000);
+                // One window's ends, as answers stating it in different grains would.
+                let ends = rng.random_range(600_000..600_900);
                 (left, ends, 50 + i as u64)
             })
             .collect();
@@ -359,6 +421,7 @@ fn learned_notes(stores: Vec<RedisStore>, rep: usize) -> BoxFuture<'static, Opti
                     limit.to_string(),
                     (limit * 1000).to_string(),
                     "3600000".to_owned(),
+                    String::new(),
                 ],
             })
             .collect();
@@ -398,12 +461,13 @@ fn gate_closes(stores: Vec<RedisStore>, rep: usize) -> BoxFuture<'static, Option
     })
 }
 
-const RACES: [(&str, Race); 8] = [
+const RACES: [(&str, Race); 9] = [
     ("bucket_take, single takes", bucket_single_takes),
     ("bucket_take, batches of up to 3", bucket_batches),
     ("bucket_take beside close_gate", bucket_takes_and_gate),
     ("bucket_take with give-backs", bucket_give_backs),
     ("learned_take", learned_takes),
+    ("learned_take beside a line", learned_takes_beside_a_line),
     ("learned_take beside close_gate", learned_takes_and_gate),
     ("learned_note", learned_notes),
     ("close_gate", gate_closes),

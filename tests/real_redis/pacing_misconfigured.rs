@@ -121,6 +121,13 @@ async fn a_store_that_wants_a_password_or_denies_the_keys_fails_every_policy() {
             for learned in [false, true] {
                 let what = format!("{what}, {policy:?}, learned {learned}");
                 let pacer = pacer(url, "guarded", policy, learned).await;
+                // The learned take's script has more than 10 arguments with its keys: Redis
+                // answers such a command from a client that sent no password with a protocol
+                // error naming it unauthenticated, not NOAUTH.
+                let code = match (learned, *code) {
+                    (true, "NOAUTH") => "unauthenticated",
+                    (_, code) => code,
+                };
                 assert_refused_as_misconfigured(&pacer, code, &what).await;
             }
         }

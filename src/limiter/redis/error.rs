@@ -99,10 +99,13 @@ impl RedisLimitError {
 }
 
 /// Whether Redis refused the credentials: at the handshake, or by answering `NOAUTH` to the
-/// first command when the client sent none.
+/// first command when the client sent none; or, to a command of more than 10 arguments sent
+/// with none (a script with its keys and arguments), by a protocol error that says so (and
+/// closing the connection).
 pub(super) fn is_refused_credentials(err: &redis::RedisError) -> bool {
     err.kind() == redis::ErrorKind::AuthenticationFailed
         || matches!(err.code(), Some("NOAUTH" | "WRONGPASS"))
+        || err.to_string().contains("unauthenticated multibulk length")
 }
 
 /// Whether the user's ACL denied a command or a key: `NOPERM` for what the client sends, an

@@ -602,6 +602,7 @@ fn what_is_shared_is_the_current_windows_count_until_its_end_and_the_stated_quot
         SharedFacts {
             left: Some((17, secs(2) - MS * 5)),
             quota: Some((20, secs(2))),
+            silent: false,
         }
     );
     // A window that has ended says nothing about what is left; the quota stays.

@@ -19,6 +19,13 @@ use crate::limiter::redis::keys as redis_keys;
 static TAKE: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("learned_take.lua")));
 static NOTE: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("learned_note.lua")));
 
+/// How long one process's probe may be out before another process sends one: an answer comes
+/// well within it, and a process that died with its probe out holds the others no longer.
+const PROBE_OUT: Duration = Duration::from_secs(1);
+/// How often the others look again while a probe is out (its answer usually comes within a
+/// few milliseconds on a near server; each look is one script call per waiting process).
+const PROBE_POLL: Duration = Duration::from_millis(20);
+
 /// How long a quota per window is kept without news: many windows, and at least a minute.
 fn quota_kept(window: Duration) -> Duration {
     window.saturating_mul(10).max(Duration::from_secs(60))
@@ -28,9 +35,13 @@ impl SharedBucket {
     /// No rate: every process that uses the same store and name shares what it learns from
     /// the server about each key. A 429 or a spent quota closes the key for all (as with
     /// [`SharedBucket::redis`]); a stated `remaining` and reset become a count that every
-    /// process takes from until the window ends (a TTL); the quota per window, stated or
-    /// inferred from bare 429s, refills that count when a new window begins. A key nobody has
-    /// learned anything about yet is not held back (each process's own pacer probes it).
+    /// process takes from until the window ends (a TTL). When nothing is known of the window
+    /// (the key's first request, or the window just ended), one request of all the processes
+    /// goes alone and the others wait for its answer (at most a second): a probe for all, not
+    /// one each, and a window's end guessed early costs one 429, not a quota of them. An
+    /// answer of a window that ended since never overwrites the count of the current one. A
+    /// server that states nothing is learned by each process's own pacer; the 429s it
+    /// answers still close the key for all.
     ///
     /// Keys are hashed before they reach Redis; every time is the Redis server's. While Redis
     /// is out of reach, each process paces by what it learns alone ([`StoreFailure`]'s
@@ -70,24 +81,32 @@ struct RedisLearned {
 }
 
 impl RedisLearned {
-    /// `rp:{<name>:<digest>}:left` and `…:quota`.
+    /// `rp:{<name>:<digest>}:left`, `…:quota` and `…:probe`.
     fn keys(&self, key: &str) -> Vec<String> {
         let prefix = redis_keys::key_prefix(&self.name, key);
         vec![
             redis_keys::key(&prefix, "left"),
             redis_keys::key(&prefix, "quota"),
+            redis_keys::key(&prefix, "probe"),
         ]
     }
 
-    /// The keys of a take: those two, and the gate (one digest of the key for all three).
+    /// The keys of a take: the count, the quota, the gate, the probe and the line of the
+    /// requests refused (one digest of the key for all five).
     fn take_keys(&self, key: &str) -> Vec<String> {
         let prefix = redis_keys::key_prefix(&self.name, key);
         vec![
             redis_keys::key(&prefix, "left"),
             redis_keys::key(&prefix, "quota"),
             RedisGate::key_under(&prefix),
+            redis_keys::key(&prefix, "probe"),
+            redis_keys::key(&prefix, "line"),
         ]
     }
+}
+
+fn silent(silent: bool) -> String {
+    if silent { "1" } else { "" }.to_owned()
 }
 
 fn millis(duration: Duration) -> String {
@@ -100,7 +119,14 @@ impl SharedStore for RedisLearned {
         // Takes from a count are not batched (see `SharedQuota::wait_in_queue`), and tokens
         // held here that lapse are not given back: a count has no clock to bound what may go
         // back (it is low by them, never high, until the window ends).
-        let args = [ask.cost.to_string(), ask.want.to_string()];
+        let args = [
+            ask.cost.to_string(),
+            ask.want.to_string(),
+            millis(PROBE_OUT),
+            millis(PROBE_POLL),
+            format!("{:x}", ask.asker),
+            ask.waited.as_millis().to_string(),
+        ];
         let reply: Vec<String> = self
             .store
             .eval(&TAKE, &self.take_keys(key), &args)
@@ -141,10 +167,18 @@ impl SharedStore for RedisLearned {
                 millis(window),
                 millis(quota_kept(window)),
             ),
-            None => (String::new(), String::new(), String::new()),
+            None => (
+                String::new(),
+                String::new(),
+                millis(quota_kept(Duration::ZERO)),
+            ),
         };
         self.store
-            .eval::<i64>(&NOTE, &self.keys(key), &[left, ends, limit, window, kept])
+            .eval::<i64>(
+                &NOTE,
+                &self.keys(key),
+                &[left, ends, limit, window, kept, silent(facts.silent)],
+            )
             .await
             .map(drop)
             .map_err(store_error)

@@ -2,36 +2,81 @@
 -- at least ARGV[1] units (the head's cost), up to ARGV[2] (one more for each request queued
 -- behind it).
 -- KEYS[1]: what is left in the current window (a count whose TTL is the window's end)
--- KEYS[2]: the quota per window (a hash: limit, window in ms)
+-- KEYS[2]: the quota per window (a hash: limit, window in ms; silent = 1 when the server
+--          states nothing)
 -- KEYS[3]: the gate, a key whose TTL is the pause (close_gate.lua)
--- Returns {1, taken, left} when taken (left -1: nothing known, the server's answers will
--- tell, and all ARGV[2] go), {0, wait in ms} when the window is spent, {2, gate ms} when the
--- gate is closed (nothing taken). TTLs only: the callers' clocks never enter Redis.
+-- KEYS[4]: the probe: one request is out to learn where a window stands (its TTL bounds it)
+-- KEYS[5]: the line: the requests refused so far (a sorted set, each scored by the Redis
+--          time by which it should have asked again; past it, it is gone)
+-- ARGV[3]: how long a probe may be out, in ms; ARGV[4]: how long the others wait before
+--          they look again while it is out, in ms
+-- ARGV[5]: this request's id (the same for each of its asks); ARGV[6]: how long it has
+--          waited so far, in ms
+-- Returns {1, taken, left} when taken (left -1: nothing is known, the request goes alone as
+-- the probe of every process, and its answer will tell), {0, wait in ms} when the window is
+-- spent, a probe is out or what is left is for those in line, {2, gate ms} when the gate is
+-- closed (nothing taken). A request refused joins the line: what is left goes to those in
+-- line before any request that has not waited. TTLs and the Redis server's time only: the
+-- callers' clocks never enter Redis.
 local cost = tonumber(ARGV[1])
 local want = math.max(cost, tonumber(ARGV[2]))
+local asker = ARGV[5]
+local time = redis.call('TIME')
+local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+redis.call('ZREMRANGEBYSCORE', KEYS[5], '-inf', now)
+-- In line: refused before and still expected, or waiting elsewhere (its own process's
+-- queue, its own pacer) for ARGV[6] ms or more: only a request that comes as another has just
+-- been served has not waited.
+local in_line = redis.call('ZSCORE', KEYS[5], asker) or tonumber(ARGV[6]) >= 250
+
+-- Refused for `wait` ms: in line until a while after it should ask again (its pause may be
+-- drawn up to a tenth longer, and it may ask a little late).
+local function refuse(code, wait)
+  local stay = math.floor(wait * 1.25) + 500
+  redis.call('ZADD', KEYS[5], now + stay, asker)
+  if redis.call('PTTL', KEYS[5]) < stay then
+    redis.call('PEXPIRE', KEYS[5], stay)
+  end
+  return {code, wait}
+end
+
 local gate = redis.call('PTTL', KEYS[3])
 if gate > 0 then
-  return {2, gate}
+  return refuse(2, gate)
 end
 local left = tonumber(redis.call('GET', KEYS[1]))
 if not left then
   local limit = tonumber(redis.call('HGET', KEYS[2], 'limit'))
-  local window = tonumber(redis.call('HGET', KEYS[2], 'window'))
-  if not limit or not window or window <= 0 or cost > limit then
+  if redis.call('HGET', KEYS[2], 'silent') or (limit and cost > limit) then
+    -- The server states nothing (each process's own pacer learns its silence), or no
+    -- window could ever hold this request (the server will say so).
+    redis.call('ZREM', KEYS[5], asker)
     return {1, want, -1}
   end
-  -- The last window ended: a new one, with its whole quota, until a response says when it ends.
-  local taken = math.min(want, limit)
-  redis.call('SET', KEYS[1], limit - taken, 'PX', window)
-  return {1, taken, limit - taken}
+  -- Nothing known of the window now (the first request of all, or the last window ended):
+  -- one request goes alone, and the others wait for what its answer tells (learned_note.lua
+  -- ends the probe). A window guessed whole at its end would be spent twice over when the
+  -- guess is early.
+  if redis.call('SET', KEYS[4], '1', 'NX', 'PX', tonumber(ARGV[3])) then
+    redis.call('ZREM', KEYS[5], asker)
+    return {1, cost, -1}
+  end
+  return refuse(0, math.max(1, math.min(redis.call('PTTL', KEYS[4]), tonumber(ARGV[4]))))
 end
-if left >= cost then
-  local taken = math.min(want, left)
+-- A request in line may take what is left; one that has not waited, only what the others
+-- in line leave.
+local spare = left
+if not in_line then
+  spare = left - redis.call('ZCARD', KEYS[5])
+end
+if spare >= cost then
+  local taken = math.min(want, spare)
   redis.call('DECRBY', KEYS[1], taken)
+  redis.call('ZREM', KEYS[5], asker)
   return {1, taken, left - taken}
 end
 local wait = redis.call('PTTL', KEYS[1])
 if wait <= 0 then
   wait = 1
 end
-return {0, wait}
+return refuse(0, wait)

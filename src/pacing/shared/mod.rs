@@ -28,6 +28,7 @@ pub use self::health::StoreHealthReport;
 use self::lease::{GiveBack, Leases, Left, Spend};
 pub(crate) use self::queue::WaitingGuard;
 use self::queue::{InFlight, Orphans, TakeCall, Waiting};
+use super::key::key_digest;
 use super::local::{LocalBucket, Take};
 use crate::observe::Observer;
 use crate::time::Clock;
@@ -67,6 +68,18 @@ pub(crate) struct TakeAsk {
     pub(crate) want: u64,
     /// Tokens taken earlier and not used, to put back first.
     pub(crate) give_back: Option<GiveBack>,
+    /// The request asking (the same for each of its asks; see [`Asker`]), and how long it
+    /// has waited so far.
+    pub(crate) asker: u128,
+    pub(crate) waited: Duration,
+}
+
+/// A request asking a shared quota, across its asks: its id (this process's, and the
+/// request's serial in it) and how long it has waited so far.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Asker {
+    pub(crate) id: u128,
+    pub(crate) waited: Duration,
 }
 
 /// The outcome of one take from a store.
@@ -93,6 +106,8 @@ pub(crate) struct SharedFacts {
     pub(crate) left: Option<(u64, Duration)>,
     /// The quota per window, and the window.
     pub(crate) quota: Option<(u64, Duration)>,
+    /// The answer was admitted and stated no quota at all: the server is silent.
+    pub(crate) silent: bool,
 }
 
 /// The store behind a shared bucket (Redis; a fake in tests). Its errors never hold a key.
@@ -197,6 +212,21 @@ pub(crate) enum SharedTake {
     Misconfigured(StoreError),
 }
 
+/// From a learned count, every process's head that finds the window spent (or the shared
+/// gate closed) waits for the same end, and whoever asks first then takes first: left to the
+/// race, a request could lose window after window (measured: 50 processes, 2 tasks each, 30
+/// per 3 s: a slowest request of 49 s, when each waits 10 s on average). So the heads ask in
+/// the order they have waited: one that has just come asks up to [`TURN_SPREAD`] after the
+/// end, and the delay halves with every [`TURN_HALVING`] waited (1 ms after about 12 s).
+const TURN_SPREAD: Duration = Duration::from_millis(64);
+const TURN_HALVING: Duration = Duration::from_secs(2);
+
+/// How long after a shared wait's end a request that has `waited` so far asks again.
+fn behind(waited: Duration) -> Duration {
+    let halvings = waited.as_secs_f64() / TURN_HALVING.as_secs_f64();
+    TURN_SPREAD.mul_f64(0.5f64.powf(halvings.min(64.0)))
+}
+
 /// The most tokens one take asks for the requests queued behind its head.
 const BATCH_MAX: u64 = 128;
 
@@ -213,6 +243,9 @@ pub(crate) struct SharedQuota {
     takes: AtomicU64,
     gate_writes: AtomicU64,
     notes: AtomicU64,
+    /// This process among the others, at random; and the requests that asked so far.
+    process: u64,
+    askers: AtomicU64,
 }
 
 /// Calls a pacer made to its shared store, by kind: what leases and batches save, and what
@@ -257,6 +290,8 @@ impl SharedQuota {
             takes: AtomicU64::new(0),
             gate_writes: AtomicU64::new(0),
             notes: AtomicU64::new(0),
+            process: rand::random(),
+            askers: AtomicU64::new(0),
         }
     }
 
@@ -284,8 +319,27 @@ impl SharedQuota {
     }
 
     /// Takes `cost` for `key`: from the tokens held here if they are enough, else from the
-    /// store, for this request and the ones queued behind it.
-    pub(crate) async fn take(&self, key: &str, cost: u32) -> SharedTake {
+    /// store, for this request and the ones queued behind it. From a learned count, the
+    /// request that has waited longest asks first (see [`behind`]).
+    pub(crate) async fn take(&self, key: &str, cost: u32, asker: Asker) -> SharedTake {
+        let take = match self.take_now(key, cost, asker).await {
+            SharedTake::Wait { wait, gated } if self.learns() => SharedTake::Wait {
+                wait: wait.saturating_add(behind(asker.waited)),
+                gated,
+            },
+            other => other,
+        };
+        tracing::trace!(key = %key_digest(key), ?take, "pacing: shared take");
+        take
+    }
+
+    /// A new request's id, for its asks.
+    pub(crate) fn asker(&self) -> u128 {
+        let serial = self.askers.fetch_add(1, Ordering::Relaxed);
+        (u128::from(self.process) << 64) | u128::from(serial)
+    }
+
+    async fn take_now(&self, key: &str, cost: u32, asker: Asker) -> SharedTake {
         let cost64 = u64::from(cost);
         // A take whose head was dropped before its answer: what it took is this queue's.
         // (A failed one is left to this head's own take to find out.)
@@ -315,6 +369,8 @@ impl SharedQuota {
                 cost: lease,
                 want: lease,
                 give_back,
+                asker: asker.id,
+                waited: asker.waited,
             }
         } else {
             let queued = self.waiting.on(key).min(BATCH_MAX);
@@ -322,6 +378,8 @@ impl SharedQuota {
                 cost: cost64,
                 want: cost64.saturating_add(queued),
                 give_back,
+                asker: asker.id,
+                waited: asker.waited,
             }
         };
         self.takes.fetch_add(1, Ordering::Relaxed);
@@ -382,7 +440,9 @@ impl SharedQuota {
 
     /// Shares what this process learned about `key` (a store that learns only).
     pub(crate) async fn note(&self, key: &str, facts: SharedFacts) {
-        if !self.learns() || facts == SharedFacts::default() {
+        // Even an answer that says nothing is told: it ends the probe that may be out.
+        tracing::trace!(key = %key_digest(key), ?facts, "pacing: shared note");
+        if !self.learns() {
             return;
         }
         if !self.health.is_due(self.clock.now()) {

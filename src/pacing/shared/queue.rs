@@ -147,6 +147,8 @@ mod tests {
             cost: 1,
             want: 3,
             give_back: None,
+            asker: 0,
+            waited: std::time::Duration::ZERO,
         };
         let call: TakeCall = Box::pin(async {
             tokio::time::sleep(std::time::Duration::from_millis(5)).await;

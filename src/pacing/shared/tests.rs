@@ -710,6 +710,7 @@ async fn a_bucket_without_a_rate_probes_new_keys_and_shares_what_responses_state
             SharedFacts {
                 left: Some((19, Duration::from_secs(2))),
                 quota: Some((20, Duration::from_secs(2))),
+                silent: false,
             }
         )]
     );
