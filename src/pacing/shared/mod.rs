@@ -219,7 +219,7 @@ pub(crate) enum SharedTake {
 /// the order they have waited: one that has just come asks up to [`TURN_SPREAD`] after the
 /// end, and the delay halves with every [`TURN_HALVING`] waited (1 ms after about 12 s).
 const TURN_SPREAD: Duration = Duration::from_millis(64);
-const TURN_HALVING: Duration = Duration::from_secs(2);
+const TURN_HALVING: Duration = Duration::from_secs(6);
 
 /// How long after a shared wait's end a request that has `waited` so far asks again.
 fn behind(waited: Duration) -> Duration {
