@@ -206,6 +206,10 @@ async fn tenants_with_their_own_api_keys_are_kept_apart_by_pk() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn over_real_sockets_tenants_on_one_quota_are_paced_as_one() {
     let _turn = take_turn(module_path!()).await;
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .with_test_writer()
+        .try_init();
     let api = RateLimitedApi::global(LIMIT, WINDOW)
         .dialect(HeaderDialect::XRateLimit)
         .start()

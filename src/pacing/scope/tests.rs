@@ -43,6 +43,7 @@ fn exchange(
     table
         .sending(partition, HOST, sent)
         .answered(answered, info)
+        .0
 }
 
 /// The window every answer below states: it ends at 1 s.
