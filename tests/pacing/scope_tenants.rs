@@ -206,10 +206,6 @@ async fn tenants_with_their_own_api_keys_are_kept_apart_by_pk() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn over_real_sockets_tenants_on_one_quota_are_paced_as_one() {
     let _turn = take_turn(module_path!()).await;
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
-        .with_test_writer()
-        .try_init();
     let api = RateLimitedApi::global(LIMIT, WINDOW)
         .dialect(HeaderDialect::XRateLimit)
         .start()
@@ -223,8 +219,7 @@ async fn over_real_sockets_tenants_on_one_quota_are_paced_as_one() {
         run.spread().as_secs_f64()
     );
     assert_eq!(api.admitted(), ITEMS);
-    let joined = TENANTS.len() - 1;
-    assert!(api.rejected() <= 3 + joined, "{} × 429", api.rejected());
+    assert!(api.rejected() <= 3, "{} × 429", api.rejected());
     assert!(
         run.elapsed <= minimum(ITEMS).mul_f64(1.1) + WINDOW,
         "{run:?}"
