@@ -24,7 +24,12 @@
 //!    merged on evidence again.
 //!
 //! A partition that joins a quota moves its waiting requests to the quota entry's queue, where
-//! partitions take turns (the `turns` module). The rule is learned by
+//! partitions take turns (the `turns` module), and brings the window's count with it: the
+//! partitions' first answers race, so the entry may have adopted the stated quota before the
+//! counter showed the others' requests. Its budget is then at most the fewest left any of its
+//! partitions' answers stated in the window, less the requests on their way that the counter
+//! had not counted yet (it had counted every answer, and as many more as `limit - remaining`
+//! exceeds them). The rule is learned by
 //! [`PacingMiddleware`](super::PacingMiddleware), which knows each request's host; a
 //! [`Pacer`](super::Pacer) used on its own paces each key it is given. Quotas whose reset
 //! moves with every request (sliding logs, token buckets) give no window to compare counters
