@@ -473,7 +473,7 @@ impl KeyQuota {
     }
 
     /// How many of our requests are in flight.
-    fn in_flight(&self) -> u64 {
+    pub(crate) fn in_flight(&self) -> u64 {
         self.out.len() as u64
     }
 
@@ -1140,6 +1140,18 @@ impl KeyQuota {
         }
     }
 
+    /// Folds in what another key's answer showed of this quota's one counter (a partition that
+    /// joins this quota entry, see the `scope` module): the server stated `remaining` left in
+    /// the window holding `now`, and `uncounted` requests on their way, ours and those
+    /// reserved on other keys, were not counted in it yet. The budget is at most what that
+    /// leaves; before any answer of our own, that is the budget.
+    pub(crate) fn counted_elsewhere(&mut self, now: Duration, remaining: u64, uncounted: u64) {
+        // A window that has ended is rolled first: the answer speaks of the one holding `now`.
+        self.roll(now);
+        let left = remaining.saturating_sub(uncounted);
+        self.budget = Some(self.budget.map_or(left, |budget| budget.min(left)));
+    }
+
     /// True when the entry holds nothing worth keeping (memory stays bounded).
     pub(crate) fn is_idle(&self, now: Duration, idle_after: Duration) -> bool {
         self.in_flight() == 0
@@ -1148,7 +1160,7 @@ impl KeyQuota {
             && now.saturating_sub(self.last_seen) >= idle_after
     }
 
-    #[cfg(test)]
+    /// What is left of the current window, net of our own requests, when an answer has said.
     pub(crate) fn budget(&self) -> Option<u64> {
         self.budget
     }

@@ -24,7 +24,12 @@
 //!    merged on evidence again.
 //!
 //! A partition that joins a quota moves its waiting requests to the quota entry's queue, where
-//! partitions take turns (the `turns` module). The rule is learned by
+//! partitions take turns (the `turns` module), and brings the window's count with it: the
+//! partitions' first answers race, so the entry may have adopted the stated quota before the
+//! counter showed the others' requests. Its budget is then at most the fewest left any of its
+//! partitions' answers stated in the window, less the requests on their way that the counter
+//! had not counted yet (it had counted every answer, and as many more as `limit - remaining`
+//! exceeds them). The rule is learned by
 //! [`PacingMiddleware`](super::PacingMiddleware), which knows each request's host; a
 //! [`Pacer`](super::Pacer) used on its own paces each key it is given. Quotas whose reset
 //! moves with every request (sliding logs, token buckets) give no window to compare counters
@@ -86,6 +91,8 @@ impl Sighting {
 /// What is known of one partition.
 #[derive(Debug, Default)]
 struct Member {
+    /// The host its requests go to.
+    host: Box<str>,
     /// The quota key it is paced on, when it shares a quota (`None`: its own key).
     quota: Option<Arc<str>>,
     /// The policy its last response stated.
@@ -156,6 +163,21 @@ enum Verdict {
     Untested,
 }
 
+/// What the answers of the window showed of a quota's one counter when partitions joined it:
+/// the quota entry learned nothing of their requests, which went on their own entries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Counted {
+    /// The fewest left that any answer of the quota's partitions stated in the window.
+    pub(crate) remaining: u64,
+    /// How many of the requests on their way the server had counted by then.
+    pub(crate) counted: u64,
+    /// The quota's partitions' requests on their way on the quota entry.
+    pub(crate) on_entry: u64,
+    /// Requests on their way that the quota entry does not know of: reserved on the entries
+    /// the joining partitions left, or by the host's partitions not heard from in the window.
+    pub(crate) elsewhere: u64,
+}
+
 /// How one response changed the scopes (for tests and traces).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Change {
@@ -224,7 +246,13 @@ impl ScopeTable {
             scopes.prune(now, Duration::ZERO);
             self.publish(&mut scopes);
         }
-        let member = scopes.partitions.entry(partition.into()).or_default();
+        let member = scopes
+            .partitions
+            .entry(partition.into())
+            .or_insert_with(|| Member {
+                host: host.into(),
+                ..Member::default()
+            });
         member.in_flight += 1;
         member.used = now;
         Sending {
@@ -264,24 +292,60 @@ impl Pacer {
         })
     }
 
-    /// The answer to a request counted by [`sending`](Self::sending).
+    /// The answer to a request counted by [`sending`](Self::sending). When its partition
+    /// joins a quota, the quota entry learns what the partitions' answers of the window
+    /// showed: their first answers race, so the one that answered first adopted the stated
+    /// quota unaware of the others' requests, which the server counted all the same.
     pub(super) fn answered(&self, sending: Sending, info: &RateLimitInfo) -> Change {
-        sending.answered(self.inner.clock.now(), info)
+        let now = self.inner.clock.now();
+        let (change, counted) = sending.answered(now, info);
+        if let (Change::Joined(quota), Some(counted)) = (&change, counted) {
+            self.inner.keys.with(quota, |state| {
+                // The entry's requests on their way, as it counts them (the scope counts a
+                // request a moment after it is reserved). Before the entry's first answer of
+                // its own, that answer may be read here already and not there yet: its request
+                // is then among the answers, and the scope's count is the one to take.
+                let ours = match state.quota.budget() {
+                    Some(_) => state.quota.in_flight(),
+                    None => state.quota.in_flight().min(counted.on_entry),
+                };
+                let uncounted = ours
+                    .saturating_add(counted.elsewhere)
+                    .saturating_sub(counted.counted);
+                state
+                    .quota
+                    .counted_elsewhere(now, counted.remaining, uncounted);
+            });
+            tracing::trace!(
+                quota = %super::key::key_digest(quota),
+                remaining = counted.remaining,
+                counted = counted.counted,
+                on_entry = counted.on_entry,
+                elsewhere = counted.elsewhere,
+                "pacing: a partition joined a quota, the window's count folded in"
+            );
+        }
+        change
     }
 }
 
 impl Sending {
     /// Reads the answer's quota facts at `now`: the scope may change for the next requests.
-    pub(crate) fn answered(mut self, now: Duration, info: &RateLimitInfo) -> Change {
+    /// With a join, what the window's answers showed of the quota joined.
+    pub(crate) fn answered(
+        mut self,
+        now: Duration,
+        info: &RateLimitInfo,
+    ) -> (Change, Option<Counted>) {
         self.answered = true;
         let mut scopes = self.table.lock();
         if let Some(member) = scopes.partitions.get_mut(&self.partition) {
             member.in_flight = member.in_flight.saturating_sub(1);
             member.used = now;
         }
-        let change = scopes.observe(&self.partition, &self.host, self.sent, now, info);
+        let observed = scopes.observe(&self.partition, &self.host, self.sent, now, info);
         self.table.publish(&mut scopes);
-        change
+        observed
     }
 }
 
@@ -327,7 +391,74 @@ impl Scopes {
         self.by_pk.retain(|_, key| partitions.contains_key(&**key));
     }
 
+    /// Reads one answer of `partition`; with a join, what the window's answers showed of the
+    /// quota joined.
     fn observe(
+        &mut self,
+        partition: &str,
+        host: &str,
+        sent: Duration,
+        now: Duration,
+        info: &RateLimitInfo,
+    ) -> (Change, Option<Counted>) {
+        // The partitions this answer moves are the ones assigned from here on.
+        let moved_from = self.changed.len();
+        let change = self.judge(partition, host, sent, now, info);
+        let counted = match &change {
+            Change::Joined(quota) => self.counted(partition, quota, moved_from),
+            _ => None,
+        };
+        (change, counted)
+    }
+
+    /// What the answers of `quota`'s partitions showed in the window of `partition`'s last
+    /// answer, once the partitions assigned since `moved_from` joined it.
+    ///
+    /// The counter had counted `limit - remaining` by its fewest-left answer: every answer of
+    /// the window, and as many more of the requests then on their way. Those the quota entry
+    /// does not know of are the movers' (reserved on the entries they left) and those of the
+    /// host's partitions whose first answer of the window has not come (they may count on
+    /// this counter too; a partition proven apart does not).
+    fn counted(&self, partition: &str, quota: &Arc<str>, moved_from: usize) -> Option<Counted> {
+        let joiner = self.partitions.get(partition)?;
+        let window = joiner.last.as_ref()?;
+        let limit = joiner.policy.as_ref().and_then(|p| p.limit);
+        let moved = &self.changed[moved_from..];
+        let (mut remaining, mut answers) = (None::<u64>, 0u64);
+        let (mut on_entry, mut elsewhere) = (0u64, 0u64);
+        for (key, m) in &self.partitions {
+            let seen = m.last.as_ref().filter(|last| last.same_window(window));
+            if **key == **quota || m.quota.as_ref() == Some(quota) {
+                if let Some(last) = seen {
+                    remaining = Some(remaining.map_or(last.remaining, |r| r.min(last.remaining)));
+                    answers += m.in_window;
+                }
+                match moved.contains(key) {
+                    true => elsewhere += m.in_flight,
+                    false => on_entry += m.in_flight,
+                }
+            } else if seen.is_none()
+                && m.in_flight > 0
+                && m.host == joiner.host
+                && !joiner.apart.contains(&**key)
+            {
+                elsewhere += m.in_flight;
+            }
+        }
+        let remaining = remaining?;
+        let counted = limit.map_or(0, |limit| {
+            limit.saturating_sub(remaining).saturating_sub(answers)
+        });
+        Some(Counted {
+            remaining,
+            counted,
+            on_entry,
+            elsewhere,
+        })
+    }
+
+    /// Applies the rule to one answer of `partition`.
+    fn judge(
         &mut self,
         partition: &str,
         host: &str,

@@ -197,12 +197,12 @@ async fn tenants_with_their_own_api_keys_are_kept_apart_by_pk() {
     sweep("IETF with a pk per tenant", api, own_key, ITEMS / 3, 3).await;
 }
 
-/// The same job over real sockets (wiremock on 127.0.0.1). Two bounds are looser than on the
-/// paused clock, and why: the time allows the machine's scheduling a window more; and the
-/// 429s allow one more per tenant that joins the quota. Over sockets the tenants' first
-/// answers race: the first to answer adopts the stated quota and sends, before the others'
-/// answers show the counter shared; what they had spent by then is unknown to the quota entry
-/// they join (measured: 2-4 × 429 over 14 runs, the learner's 1-2 included).
+/// The same job over real sockets (wiremock on 127.0.0.1), held to the same 3 × 429. The
+/// time allows the machine's scheduling a window more than on the paused clock. The tenants'
+/// first answers race here: the first to answer adopts the stated quota before the others'
+/// answers show the counter shared, and the quota entry they join takes in the window's count
+/// from their answers (measured: 2 × 429 in 20 of 20 runs, the learner's early probes, in
+/// 13.3-13.7 s, the tenants at most 0.02 s apart).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn over_real_sockets_tenants_on_one_quota_are_paced_as_one() {
     let _turn = take_turn(module_path!()).await;
@@ -219,8 +219,7 @@ async fn over_real_sockets_tenants_on_one_quota_are_paced_as_one() {
         run.spread().as_secs_f64()
     );
     assert_eq!(api.admitted(), ITEMS);
-    let joined = TENANTS.len() - 1;
-    assert!(api.rejected() <= 3 + joined, "{} × 429", api.rejected());
+    assert!(api.rejected() <= 3, "{} × 429", api.rejected());
     assert!(
         run.elapsed <= minimum(ITEMS).mul_f64(1.1) + WINDOW,
         "{run:?}"

@@ -1,5 +1,6 @@
 use super::*;
 use crate::headers::{PolicySource, QuotaPolicy};
+use crate::pacing::PacingMode;
 
 const HOST: &str = "api.example.com:443";
 
@@ -43,6 +44,7 @@ fn exchange(
     table
         .sending(partition, HOST, sent)
         .answered(answered, info)
+        .0
 }
 
 /// The window every answer below states: it ends at 1 s.
@@ -188,4 +190,79 @@ fn idle_partitions_are_forgotten_and_their_members_paced_alone() {
     table.prune(Duration::from_secs(120), Duration::from_secs(60));
     assert_eq!(table.quota_key("globex"), None);
     assert!(table.lock().partitions.is_empty());
+}
+
+/// The job's first moments on a pacer: acme, globex and initech each send a first request
+/// (alone, as a new key does), and their answers come in `order`, stating the `left` each
+/// request saw of one counter of 20. Returns how many more requests the quota they share lets
+/// go in the window: those it lets go once the second answer has come (before the third), and
+/// after the third. With `late`, the first answer reaches its own entry only after the second
+/// was read (the two tasks run on two threads).
+async fn first_answers_race(order: [(&'static str, u64); 3], late: bool) -> usize {
+    let pacer = Pacer::builder().mode(PacingMode::FailFast).build();
+    let info = |left| stated(left, ms(900), None);
+    let mut out = HashMap::new();
+    for tenant in ["acme", "globex", "initech"] {
+        let permit = pacer.acquire(tenant, 1).await.expect("a first request");
+        let sending = pacer.sending(tenant, HOST).expect("the pacer learns");
+        out.insert(tenant, (permit, sending));
+    }
+    let mut sent = Vec::new();
+    let mut held = None;
+    for (i, (tenant, left)) in order.into_iter().enumerate() {
+        let (permit, sending) = out.remove(tenant).expect("one request each");
+        pacer.answered(sending, &info(left));
+        match late && i == 0 {
+            true => held = Some((permit, left)),
+            false => permit.finish(http::StatusCode::OK, &info(left)).await,
+        }
+        if i == 1
+            && let Some((permit, left)) = held.take()
+        {
+            permit.finish(http::StatusCode::OK, &info(left)).await;
+        }
+        if i == 0 {
+            continue;
+        }
+        // The second tenant to answer has joined the first one's quota.
+        assert_eq!(
+            pacer.inner.keys.quota_key(tenant).as_deref(),
+            Some(order[0].0),
+            "{tenant} shares a quota"
+        );
+        while let Ok(permit) = pacer.acquire(tenant, 1).await {
+            sent.push(permit);
+            assert!(sent.len() <= 20, "the window's quota is 20");
+        }
+    }
+    sent.len()
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_partition_that_joins_a_quota_brings_the_windows_count_with_it() {
+    // acme's answer came before the server counted the others' requests: its entry took 19
+    // left. initech's and globex's answers show them counted: 17 are left, not 19.
+    assert_eq!(
+        first_answers_race([("acme", 19), ("initech", 17), ("globex", 18)], false).await,
+        17
+    );
+    // The same, with acme's answer read by the scope before its own entry: its request is
+    // counted among the answers, not also among those on their way.
+    assert_eq!(
+        first_answers_race([("acme", 19), ("initech", 17), ("globex", 18)], true).await,
+        17
+    );
+    // initech joins while globex's request is still on its way, not yet counted (18 left
+    // after two): it will be, so 17 are left for the quota entry.
+    assert_eq!(
+        first_answers_race([("acme", 19), ("initech", 18), ("globex", 17)], false).await,
+        17
+    );
+    // acme's answer came last of the server's three (17 left) but first here: every request
+    // on its way was counted already, and 17 are left, not fewer. (One unspent would let an
+    // early probe through, read as the window freed.)
+    assert_eq!(
+        first_answers_race([("acme", 17), ("initech", 18), ("globex", 19)], false).await,
+        17
+    );
 }
