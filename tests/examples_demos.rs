@@ -725,6 +725,12 @@ mod partner_sync_demo {
                 outcome.rejected as u64,
                 "{outcome:#?}"
             );
+            // With headers, the processes learn as one: one request of all goes first, and
+            // each window's count is shared (measured 0 in 3 of 3 runs; with the shared probe
+            // taken out of learned_take.lua, 4 and 2).
+            if api == Api::Stated {
+                assert!(outcome.rejected <= 1, "{outcome:#?}");
+            }
             // 18 items at 6 per clock-aligned window: three windows' worth, the first of
             // which may be nearly over at the start.
             assert!(outcome.elapsed > Duration::from_secs(1), "{outcome:#?}");
