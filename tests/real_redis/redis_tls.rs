@@ -79,7 +79,7 @@ fn chain(error: &dyn std::error::Error) -> String {
 async fn two_processes(url: &str, tls: &RedisTls) -> (Pacer, Pacer) {
     let mut pacers = Vec::new();
     for _ in 0..2 {
-        let store = RedisStore::connect_tls(url, RedisOptions::default(), tls.clone())
+        let store = RedisStore::connect_tls(url, working_options(), tls.clone())
             .await
             .unwrap_or_else(|error| panic!("{}", chain(&error)));
         // 3 at once, then one a minute: a fourth request within the test is refused.
@@ -140,7 +140,7 @@ async fn a_limiter_on_a_tls_store_with_an_acl_user_decides() {
     let certificates = TestCertificates::new("limiter");
     let server = tls_server(&certificates, false);
     let url = url("rediss", "pacer:pacer-secret", server.port());
-    let store = RedisStore::connect_tls(&url, RedisOptions::default(), trusting(&certificates))
+    let store = RedisStore::connect_tls(&url, working_options(), trusting(&certificates))
         .await
         .unwrap_or_else(|error| panic!("{}", chain(&error)));
     let limiter =
@@ -322,7 +322,7 @@ async fn a_server_that_asks_for_client_certificates_takes_the_one_its_ca_signed(
         certificates.client_pem.as_str(),
         certificates.client_key_pem.as_str(),
     );
-    let store = RedisStore::connect_tls(&url, RedisOptions::default(), tls)
+    let store = RedisStore::connect_tls(&url, working_options(), tls)
         .await
         .unwrap_or_else(|error| panic!("{}", chain(&error)));
     let script = redis::Script::new("return redis.call('INCR', KEYS[1])");
@@ -388,4 +388,11 @@ fn a_blocking_store_reports_refused_credentials_as_misconfigured_not_unavailable
             chain(&error)
         );
     }
+}
+
+/// Options for a store the test then uses: a second per command, not the default 50 ms. What
+/// these tests check is TLS and credentials; a first script call over TLS in a debug build,
+/// on a 2-core machine busy with a build, took over 50 ms (the store was then set aside).
+fn working_options() -> RedisOptions {
+    RedisOptions::default().with_command_timeout(Duration::from_secs(1))
 }
