@@ -65,7 +65,9 @@ struct Flags {
     /// The quota's window, in milliseconds [default: 1000; 3000 with --processes].
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..=3_600_000))]
     window_ms: Option<u64>,
-    /// Share mode (c)'s bucket through this Redis (e.g. redis://127.0.0.1:6379).
+    /// Share mode (c)'s bucket through this Redis (e.g. redis://127.0.0.1:6379; nodes
+    /// separated by commas: a Redis Cluster). With --processes, the workers share through it
+    /// instead of a private redis-server.
     #[arg(long)]
     redis: Option<String>,
     /// Which modes to run, as letters (e.g. "ace"; default all: abcde).

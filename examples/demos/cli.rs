@@ -75,13 +75,18 @@ pub fn redis_options() -> RedisOptions {
         .with_connect_timeout(Duration::from_secs(1))
 }
 
-/// A store on the Redis at `url`, after one round trip proved it answers. The message of an
-/// error fits on one line.
+/// A store on the Redis at `url` (nodes separated by commas: a Redis Cluster), after one round
+/// trip proved it answers. The message of an error fits on one line.
 #[cfg(feature = "redis")]
 pub async fn connect_redis(url: &str) -> Result<RedisStore, String> {
-    let store = RedisStore::standalone(url, redis_options())
-        .await
-        .map_err(|error| format!("bad Redis URL {url}: {}", error_chain(&error)))?;
+    // Nodes separated by commas: a Redis Cluster.
+    let store = if url.contains(',') {
+        let nodes: Vec<&str> = url.split(',').map(str::trim).collect();
+        RedisStore::cluster(&nodes, redis_options()).await
+    } else {
+        RedisStore::standalone(url, redis_options()).await
+    }
+    .map_err(|error| format!("bad Redis URL {url}: {}", error_chain(&error)))?;
     let ping = redis::Script::new("return 1");
     match store.eval::<i64>(&ping, &[], &[]).await {
         Ok(1) => Ok(store),
