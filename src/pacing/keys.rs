@@ -44,6 +44,10 @@ pub(crate) struct KeyState {
     pub(crate) probes: u64,
     /// A pause was told to the event hook: its end is told with the next admission.
     pub(crate) pause_told: bool,
+    /// Requests reserved here whose take from a shared learned count is on its way: what a
+    /// note tells the other processes is left counts them back in, or they would be taken
+    /// twice from the count (once by the note, once by their take).
+    pub(crate) taking: u64,
     /// The key's label on the queue gauge (feature `metrics`).
     pub(crate) label: KeyLabel,
 }
@@ -129,6 +133,7 @@ impl KeyTable {
             throttled: 0,
             probes: 0,
             pause_told: false,
+            taking: 0,
             label: KeyLabel::default(),
         };
         f(keys.entry(key.into()).or_insert(state))

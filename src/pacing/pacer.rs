@@ -500,6 +500,7 @@ impl Pacer {
             bytes,
         };
         let observer = &self.inner.observer;
+        let learns = self.inner.shared.as_ref().is_some_and(|s| s.learns());
         let admitted = self.inner.keys.with(key, |state| {
             let ticket = match state.quota.reserve(now, demand) {
                 Admission::Reserved(ticket) => ticket,
@@ -524,6 +525,9 @@ impl Pacer {
                     }
                 }
             }
+            if learns {
+                state.taking += u64::from(cost);
+            }
             // A pause told to the hook ends with this request (told once the lock is let go).
             let opened = std::mem::take(&mut state.pause_told);
             Ok(Ok((ticket, opened)))
@@ -539,6 +543,12 @@ impl Pacer {
             }
             Err(wait) => return Ok(Err(wait)),
         };
+        // Counted in `taking` until the shared take answers (or this future is dropped).
+        let _taking = learns.then(|| Taking {
+            inner: &self.inner,
+            key,
+            cost,
+        });
         tracing::trace!(key = %key_digest(key), serial = ticket.serial, "pacing: reserved");
         // From here, dropping `reservation` gives back the budget and the local tokens.
         let mut reservation = Reservation {
@@ -619,6 +629,23 @@ impl Pacer {
             self.inner.keys.prune(self.inner.clock.now());
             self.inner.lanes.prune();
         }
+    }
+}
+
+/// A request's take from a shared learned count on its way ([`KeyState::taking`]).
+///
+/// [`KeyState::taking`]: super::keys::KeyState::taking
+struct Taking<'a> {
+    inner: &'a PacerInner,
+    key: &'a str,
+    cost: u32,
+}
+
+impl Drop for Taking<'_> {
+    fn drop(&mut self) {
+        self.inner.keys.with_existing(self.key, |state| {
+            state.taking = state.taking.saturating_sub(u64::from(self.cost));
+        });
     }
 }
 

@@ -115,9 +115,16 @@ impl Permit {
                 && info.reset.is_none()
                 && info.server_wait().is_none()
                 && info.policies.is_empty();
-            let facts = learns.then(|| SharedFacts {
-                silent,
-                ..state.quota.shared_facts(now)
+            let facts = learns.then(|| {
+                let facts = state.quota.shared_facts(now);
+                SharedFacts {
+                    silent,
+                    // Reserved here, not yet taken from the count: their takes will count them.
+                    left: facts
+                        .left
+                        .map(|(left, ends)| (left.saturating_add(state.taking), ends)),
+                    ..facts
+                }
             });
             (pause, state.quota.gate_after(now), facts, told)
         });
@@ -125,6 +132,8 @@ impl Permit {
         for event in told.into_iter().flatten() {
             observer.emit(|| event);
         }
+        // Whether the note carries a count of the window (what is left, until when).
+        let counted = facts.as_ref().is_some_and(|facts| facts.left.is_some());
         if let (Some(shared), Some(facts)) = (&inner.shared, facts) {
             shared.note(key, facts).await;
         }
@@ -137,7 +146,12 @@ impl Permit {
                 stated = info.limit.is_some() || info.remaining.is_some() || info.server_wait().is_some(),
                 "pacing: quota spent, pausing the key"
             );
-            if let Some(shared) = &inner.shared {
+            // A quota stated spent, shared as a learned count, already holds the other
+            // processes off until the window's end as the soonest of their answers put it (the
+            // count's TTL); a gate would hold them until this process's end, late by up to the
+            // grain of a reset stated in whole seconds. A 429, and a silent server's quota
+            // estimated spent, close the gate for all.
+            if let Some(shared) = inner.shared.as_ref().filter(|_| too_many || !counted) {
                 shared.close_gate(key, wait).await;
             }
         }

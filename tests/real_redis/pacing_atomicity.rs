@@ -75,13 +75,13 @@ static ARRANGE_LEARNED: LazyLock<Script> = LazyLock::new(|| {
          return 1",
     )
 });
-/// Puts ARGV[1] requests in line in KEYS[1] (the learned take's line), each expected an hour
-/// from now.
+/// Puts ARGV[1] requests in line in KEYS[1] (the learned take's line), each due to ask again
+/// ARGV[2] ms from now.
 static ARRANGE_LINE: LazyLock<Script> = LazyLock::new(|| {
     Script::new(
         "local t = redis.call('TIME') \
-         local later = tonumber(t[1]) * 1000 + 3600000 \
-         for i = 1, tonumber(ARGV[1]) do redis.call('ZADD', KEYS[1], later, 'in-line-' .. i) end \
+         local due = tonumber(t[1]) * 1000 + tonumber(ARGV[2]) \
+         for i = 1, tonumber(ARGV[1]) do redis.call('ZADD', KEYS[1], due, ARGV[3] .. i) end \
          return 1",
     )
 });
@@ -338,8 +338,10 @@ fn learned_takes_beside_a_line(
 ) -> BoxFuture<'static, Option<String>> {
     Box::pin(async move {
         let keys = keys("learned-line", rep, &LEARNED_KEYS);
-        // K from 6 to 10 left, M from 0 to 4 in line: what is left beyond the line goes to
-        // newcomers, the rest stays for the line.
+        // K from 6 to 10 left (the window ends in an hour), M from 0 to 4 in line due within
+        // it: what is left beyond the line goes to newcomers, the rest stays for the line.
+        // Three more in line are due after the window ends (refused until its end): they hold
+        // nothing of it.
         let left = 5 + left_before(rep);
         let line = (rep % 5) as u64;
         eval(
@@ -349,7 +351,20 @@ fn learned_takes_beside_a_line(
             &[&left.to_string(), ""],
         )
         .await;
-        eval(&stores[0], &ARRANGE_LINE, &keys[4..], &[&line.to_string()]).await;
+        eval(
+            &stores[0],
+            &ARRANGE_LINE,
+            &keys[4..],
+            &[&line.to_string(), "60000", "due-soon-"],
+        )
+        .await;
+        eval(
+            &stores[0],
+            &ARRANGE_LINE,
+            &keys[4..],
+            &["3", "3700000", "due-later-"],
+        )
+        .await;
         let calls = (0..RACERS)
             .map(|i| learned_take_call(&keys, 1, i, 0))
             .collect();

@@ -7,7 +7,7 @@
 -- KEYS[3]: the gate, a key whose TTL is the pause (close_gate.lua)
 -- KEYS[4]: the probe: one request is out to learn where a window stands (its TTL bounds it)
 -- KEYS[5]: the line: the requests refused so far (a sorted set, each scored by the Redis
---          time by which it should have asked again; past it, it is gone)
+--          time at which it should ask again; a second past it, it is gone)
 -- ARGV[3]: how long a probe may be out, in ms; ARGV[4]: how long the others wait before
 --          they look again while it is out, in ms
 -- ARGV[5]: this request's id (the same for each of its asks); ARGV[6]: how long it has
@@ -23,17 +23,18 @@ local want = math.max(cost, tonumber(ARGV[2]))
 local asker = ARGV[5]
 local time = redis.call('TIME')
 local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
-redis.call('ZREMRANGEBYSCORE', KEYS[5], '-inf', now)
+-- Gone from the line: a request a second late (its process ended, or it was served by a
+-- take of several). One that comes later still has waited, and is in line by that.
+redis.call('ZREMRANGEBYSCORE', KEYS[5], '-inf', now - 1000)
 -- In line: refused before and still expected, or waiting elsewhere (its own process's
 -- queue, its own pacer) for ARGV[6] ms or more: only a request that comes as another has just
 -- been served has not waited.
 local in_line = redis.call('ZSCORE', KEYS[5], asker) or tonumber(ARGV[6]) >= 250
 
--- Refused for `wait` ms: in line until a while after it should ask again (its pause may be
--- drawn up to a tenth longer, and it may ask a little late).
+-- Refused for `wait` ms: in line, due to ask again then.
 local function refuse(code, wait)
-  local stay = math.floor(wait * 1.25) + 500
-  redis.call('ZADD', KEYS[5], now + stay, asker)
+  redis.call('ZADD', KEYS[5], now + wait, asker)
+  local stay = wait + 1000
   if redis.call('PTTL', KEYS[5]) < stay then
     redis.call('PEXPIRE', KEYS[5], stay)
   end
@@ -64,10 +65,12 @@ if not left then
   return refuse(0, math.max(1, math.min(redis.call('PTTL', KEYS[4]), tonumber(ARGV[4]))))
 end
 -- A request in line may take what is left; one that has not waited, only what the others
--- in line leave.
+-- in line leave: those due to ask again before this window ends (one refused until its end
+-- waits for the next window, and holds nothing of this one).
+local ends = redis.call('PTTL', KEYS[1])
 local spare = left
 if not in_line then
-  spare = left - redis.call('ZCARD', KEYS[5])
+  spare = left - redis.call('ZCOUNT', KEYS[5], '-inf', now + math.max(ends, 0))
 end
 if spare >= cost then
   local taken = math.min(want, spare)
@@ -75,8 +78,4 @@ if spare >= cost then
   redis.call('ZREM', KEYS[5], asker)
   return {1, taken, left - taken}
 end
-local wait = redis.call('PTTL', KEYS[1])
-if wait <= 0 then
-  wait = 1
-end
-return refuse(0, wait)
+return refuse(0, math.max(ends, 1))

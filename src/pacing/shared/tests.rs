@@ -725,3 +725,96 @@ async fn a_bucket_without_a_rate_probes_new_keys_and_shares_what_responses_state
     permit.finish(StatusCode::OK, &stated).await;
     assert!(store.notes.lock().unwrap().is_empty());
 }
+
+/// A learned count that records notes and gates, and whose takes wait while `hold` is set
+/// (a take on its way, as over a slow network).
+#[derive(Default)]
+struct HoldingStore {
+    notes: Mutex<Vec<SharedFacts>>,
+    gates: Mutex<Vec<Duration>>,
+    hold: std::sync::atomic::AtomicBool,
+    release: tokio::sync::Notify,
+}
+
+#[async_trait::async_trait]
+impl SharedStore for HoldingStore {
+    async fn take(&self, _key: &str, ask: TakeAsk) -> Result<StoreTake, StoreError> {
+        if self.hold.load(Ordering::SeqCst) {
+            self.release.notified().await;
+        }
+        Ok(StoreTake::Taken {
+            granted: ask.cost,
+            left: Left::UNBOUNDED,
+        })
+    }
+
+    async fn close_gate(&self, _key: &str, wait: Duration) -> Result<(), StoreError> {
+        self.gates.lock().unwrap().push(wait);
+        Ok(())
+    }
+
+    async fn note(&self, _key: &str, facts: SharedFacts) -> Result<(), StoreError> {
+        self.notes.lock().unwrap().push(facts);
+        Ok(())
+    }
+}
+
+fn stating(remaining: u64) -> RateLimitInfo {
+    RateLimitInfo {
+        limit: Some(20),
+        remaining: Some(remaining),
+        reset: Some(Duration::from_secs(2)),
+        window: Some(Duration::from_secs(2)),
+        ..RateLimitInfo::default()
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_note_counts_back_the_requests_whose_take_is_on_its_way() {
+    let store = Arc::new(HoldingStore::default());
+    let pacer = Pacer::builder()
+        .shared(SharedBucket::learned_from_store(store.clone()))
+        .build();
+    let first = pacer.acquire("k", 1).await.unwrap();
+    first.finish(StatusCode::OK, &stating(19)).await;
+    let second = pacer.acquire("k", 1).await.unwrap();
+    // A third request is reserved here; its take from the count is on its way.
+    store.hold.store(true, Ordering::SeqCst);
+    let third = tokio::spawn({
+        let pacer = pacer.clone();
+        async move { pacer.acquire("k", 1).await.map(drop) }
+    });
+    tokio::time::sleep(ms(1)).await;
+    assert!(!third.is_finished());
+    // The server counted the second: 18 left. The third is not counted there, nor taken from
+    // the count yet: the others may take 18, and the third's take will leave 17.
+    second.finish(StatusCode::OK, &stating(18)).await;
+    let told = store.notes.lock().unwrap().last().unwrap().left;
+    assert_eq!(told.map(|(left, _)| left), Some(18));
+    store.release.notify_one();
+    third.await.unwrap().unwrap();
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_quota_seen_spent_is_left_to_the_learned_count_and_a_429_closes_the_gate() {
+    let store = Arc::new(HoldingStore::default());
+    let pacer = Pacer::builder()
+        .shared(SharedBucket::learned_from_store(store.clone()))
+        .build();
+    let permit = pacer.acquire("k", 1).await.unwrap();
+    permit.finish(StatusCode::OK, &stating(0)).await;
+    // The note carries the spent count and its end; no gate holds the others to this
+    // process's end of the window.
+    let told = store.notes.lock().unwrap().last().unwrap().left;
+    assert_eq!(told.map(|(left, _)| left), Some(0));
+    assert!(store.gates.lock().unwrap().is_empty());
+    // A 429 pauses every process.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let permit = pacer.acquire("k", 1).await.unwrap();
+    let refused = RateLimitInfo {
+        retry_after: Some(Duration::from_secs(1)),
+        ..stating(0)
+    };
+    permit.finish(StatusCode::TOO_MANY_REQUESTS, &refused).await;
+    assert_eq!(store.gates.lock().unwrap().len(), 1);
+}
