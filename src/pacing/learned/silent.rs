@@ -48,6 +48,13 @@ pub(super) struct Silence {
     /// admitted, shortened it: restored if a refusal inside this window shows that request
     /// found only part of the quota free (a bucket refilling, not a window ending).
     before_trial: Option<Duration>,
+    /// The window estimate before the first of the trials that shortened it since the last
+    /// refusal. A window that ends without a refusal confirms its trial only as far as the
+    /// server had freed no more than the window: a bucket that rested (a pause the server
+    /// asked, longer than a window) holds a credit that lets shorter windows through until it
+    /// is spent. So the next refusal inside a window is the trials' doing, wherever it falls:
+    /// the window goes back to this, and the bisection goes on above the window refused.
+    before_trials: Option<Duration>,
     /// Whether the estimate is unproven: no whole window has yet admitted its quota at it
     /// without a refusal. While it is, each window's requests go under the slow start's cap
     /// (a bucket that refilled only in part refuses one request, not every one in flight).
@@ -111,6 +118,7 @@ impl Silence {
             floor: 0,
             ceiling: None,
             before_trial: None,
+            before_trials: None,
             unproven: true,
             refused_in_window: false,
             sends: Vec::new(),
@@ -212,6 +220,7 @@ impl Silence {
             let measured = probing.measured.max(self.admitted);
             self.window = Some(window);
             self.too_short = probing.refused_after.min(window);
+            self.before_trials = None;
             self.previous_sends.clear();
             self.sends = vec![ticket.sent];
             self.previous_start = probing.from;
@@ -244,6 +253,7 @@ impl Silence {
             let into = self.window_start.saturating_sub(self.previous_start);
             if into < window {
                 self.before_trial = Some(window);
+                self.before_trials.get_or_insert(window);
                 self.window = Some(into.max(self.too_short));
             }
         }
@@ -306,7 +316,25 @@ impl Silence {
                 // The window's first request, sent early, found part of the quota free, not
                 // all of it (fewer admitted than in the window before): the shorter window was
                 // not enough after all.
-                let enough = self.before_trial.take().unwrap_or(window);
+                // Every trial since the last refusal is undone: the earlier ones may have
+                // passed on a credit too.
+                let trial = self.before_trial.take().unwrap_or(window);
+                let enough = self.before_trials.take().unwrap_or(trial).max(trial);
+                self.too_short = self.too_short.max(window);
+                self.window = Some(enough);
+                self.used = u64::MAX;
+                let next = self.window_start.saturating_add(self.next_try(enough));
+                return next.saturating_sub(now).max(Duration::from_millis(1));
+            }
+            // Refused inside a window, in any window since trials shortened the estimate: the
+            // trials are undone, and the window refused is known too short. The quota is
+            // not lowered: at the longer window it was enough.
+            Some(window)
+                if ticket.window == Some(self.window_start)
+                    && self.before_trials.is_some_and(|enough| enough > window) =>
+            {
+                let enough = self.before_trials.take().unwrap_or(window);
+                self.before_trial = None;
                 self.too_short = self.too_short.max(window);
                 self.window = Some(enough);
                 self.used = u64::MAX;
@@ -314,6 +342,7 @@ impl Silence {
                 return next.saturating_sub(now).max(Duration::from_millis(1));
             }
             Some(window) => {
+                self.before_trials = None;
                 let measured = self.admitted;
                 if ticket.window == Some(self.window_start) {
                     let before = self.quota(now);
