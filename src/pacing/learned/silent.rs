@@ -48,15 +48,19 @@ pub(super) struct Silence {
     /// admitted, shortened it: restored if a refusal inside this window shows that request
     /// found only part of the quota free (a bucket refilling, not a window ending).
     before_trial: Option<Duration>,
-    /// The window estimate before the first of the trials that shortened it since the last
-    /// refusal. A window that ends without a refusal confirms its trial only as far as the
-    /// server had freed no more than the window: a bucket that rested (a pause the server
-    /// asked, longer than a window) holds a credit that lets shorter windows through until it
-    /// is spent. So the next refusal inside a window is the trials' doing, wherever it falls:
-    /// the window goes back to this, and the bisection goes on above the window refused.
+    /// The server asked for the last pause, and it was longer than the model's own: a bucket
+    /// rested meanwhile, and holds a credit that lets shorter windows through until it is
+    /// spent. Set by the caller, cleared by the next refusal.
+    pub(super) rested: bool,
+    /// The window estimate before the first of the trials that shortened it while the server
+    /// rested. A window that ends without a refusal confirms its trial only as far as the
+    /// server had freed no more than the window; on a credit, the next refusal inside a
+    /// window is the trials' doing, wherever it falls: the window goes back to this, and the
+    /// bisection goes on above the window refused.
     before_trials: Option<Duration>,
     /// Whether the estimate is unproven: no whole window has yet admitted its quota at it
-    /// without a refusal. While it is, each window's requests go under the slow start's cap
+    /// without a refusal, or this window began early, at a midpoint tried. While it is, each
+    /// window's requests go under the slow start's cap
     /// (a bucket that refilled only in part refuses one request, not every one in flight).
     pub(super) unproven: bool,
     /// A request of the current window was refused.
@@ -118,6 +122,7 @@ impl Silence {
             floor: 0,
             ceiling: None,
             before_trial: None,
+            rested: false,
             before_trials: None,
             unproven: true,
             refused_in_window: false,
@@ -155,9 +160,12 @@ impl Silence {
         if now >= next_window {
             // A new window: its first request goes alone, so a window estimated too short
             // costs one 429, not a burst.
+            // A window begun early (a midpoint tried) is unproven too: a bucket that has
+            // refilled only in part refuses one request of it, not every one in flight.
+            let trial = self.next_try(window) < window;
             self.previous_start = self.window_start;
             self.previous_admitted = self.admitted;
-            self.unproven = self.refused_in_window || self.used < self.quota(now);
+            self.unproven = self.refused_in_window || self.used < self.quota(now) || trial;
             self.refused_in_window = false;
             // The window just ended with no refusal: a shorter one tried is confirmed.
             self.before_trial = None;
@@ -253,7 +261,9 @@ impl Silence {
             let into = self.window_start.saturating_sub(self.previous_start);
             if into < window {
                 self.before_trial = Some(window);
-                self.before_trials.get_or_insert(window);
+                if self.rested {
+                    self.before_trials.get_or_insert(window);
+                }
                 self.window = Some(into.max(self.too_short));
             }
         }
@@ -263,6 +273,7 @@ impl Silence {
     /// A bare throttle at `now` on `ticket`; returns the pause before the next probe.
     pub(super) fn throttled(&mut self, now: Duration, ticket: Ticket, was_probe: bool) -> Duration {
         self.unproven = true;
+        self.rested = false;
         self.refused_in_window = true;
         if let Some(probing) = &mut self.probing {
             // A probe failed: the window has not ended yet; wait longer before the next.
