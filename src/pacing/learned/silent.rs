@@ -2,6 +2,10 @@
 //! a window admitted before a refusal; the window is bounded by the probes that follow the
 //! refusal (refused: not over yet; admitted: over), and narrowed by sending each window's first
 //! request, alone, at the midpoint of the two bounds.
+//!
+//! A pause the server asks (a `Retry-After` alone) that is longer than the model's own lets a
+//! bucket rest and bank a credit, on which shorter windows pass: the midpoints admitted while
+//! it rests are undone together by the next refusal inside a window, wherever it falls.
 
 use std::time::Duration;
 
