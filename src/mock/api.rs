@@ -256,6 +256,43 @@ impl RateLimitedApi {
         self
     }
 
+    /// Says nothing about its limits, as [`silent`](Self::silent), except the same
+    /// `Retry-After` (`wait` in whole seconds, rounded up, at least 1) on every 429, whatever
+    /// the quota: what a proxy in front of a rate limiter adds (nginx's `limit_req` with
+    /// `add_header Retry-After 1 always`). The wait says nothing of when the quota frees.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use reqwest_polite::mock::RateLimitedApi;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let api = RateLimitedApi::global(1, Duration::from_secs(60))
+    ///     .static_retry_after(Duration::from_secs(1))
+    ///     .start()
+    ///     .await?;
+    /// let client = reqwest::Client::new();
+    ///
+    /// let first = client.get(api.uri()).send().await?;
+    /// let second = client.get(api.uri()).send().await?;
+    ///
+    /// assert_eq!(second.status(), 429);
+    /// let info = reqwest_polite::RateLimitInfo::from_headers(second.headers());
+    /// assert_eq!(info.retry_after, Some(Duration::from_secs(1)));
+    /// assert_eq!((info.limit, info.remaining, info.reset), (None, None, None));
+    /// assert_eq!(
+    ///     reqwest_polite::RateLimitInfo::from_headers(first.headers()),
+    ///     reqwest_polite::RateLimitInfo::default()
+    /// );
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn static_retry_after(mut self, wait: Duration) -> Self {
+        self.style.silent = true;
+        self.style.static_retry_after = Some(wait);
+        self
+    }
+
     /// A 429's body is problem details (`application/problem+json`, IETF `RateLimit`
     /// draft-11): type `quota-exceeded`, the refusing layer's name in `violated-policies`
     /// (the name of its `RateLimit-Policy` item), `detail` and `retry_after` as in the plain

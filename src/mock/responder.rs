@@ -141,6 +141,9 @@ pub(crate) struct RefusalStyle {
     pub(crate) retry_after_date: bool,
     /// Bare 429s: no `Retry-After`, no quota field, on any response.
     pub(crate) silent: bool,
+    /// With `silent`: the same `Retry-After` on every 429 (a proxy's static one), in whole
+    /// seconds, and still no quota field.
+    pub(crate) static_retry_after: Option<Duration>,
     /// 429 bodies as `application/problem+json` of type `quota-exceeded`.
     pub(crate) problem_details: bool,
     /// Each way's delay, drawn per request between these bounds (see [`Latency`]).
@@ -281,7 +284,13 @@ impl RateLimitResponder {
         now: SystemTime,
     ) -> Reply {
         if self.inner.style.silent {
-            return Reply::new(429).body("Too Many Requests", "text/plain");
+            let reply = Reply::new(429).body("Too Many Requests", "text/plain");
+            return match self.inner.style.static_retry_after {
+                Some(wait) => {
+                    reply.header(http::header::RETRY_AFTER, retry_after_seconds(wait).max(1))
+                }
+                None => reply,
+            };
         }
         let wait = by.decision.retry_after.unwrap_or(by.decision.reset);
         // Never "0": a client told to wait 0 s would come straight back.

@@ -625,6 +625,10 @@ impl KeyQuota {
             // The refusal teaches what a bare one does; the wait it asks is the pause.
             let silent = self.observe_silence(now, ticket, was_probe, outcome);
             let asked = info.retry_after.filter(|_| outcome == Outcome::Throttled);
+            if let (Some(asked), Some(silence)) = (asked, self.silence.as_deref_mut()) {
+                // Longer than the model's own pause: the server rests (a bucket refills).
+                silence.rested = asked > silent.unwrap_or(Duration::ZERO);
+            }
             return asked.or(silent);
         }
         // A stated quota replaces every estimate.

@@ -367,6 +367,47 @@ async fn a_silent_rate_over_a_long_job() {
     .await;
 }
 
+/// A rate limiter behind a proxy that adds the same `Retry-After` to every 429 (nginx's
+/// `limit_req` with `add_header Retry-After 1 always`): the wait says nothing of the quota, so
+/// the rate is learned from admissions and refusals as for a bare 429, and the 429s are paid
+/// once, not once per pause. The pause the server asks is longer than a window: a bucket
+/// refills meanwhile, and the credit let windows shortened by the bisection pass, so before
+/// the fix the estimate kept a rate above the server's and a refusal came every few seconds to
+/// the end (10 per second, burst 20, `Retry-After: 1`: at most 16-18 × 429, 4 in the second
+/// half, over 16 phases; 7 per second, burst 12, `Retry-After: 2`: 16, 2 late, 1.03-1.07 × the
+/// minimum). After it, in 7 sweeps: at most 8-10 × 429 and 1-2 late; 8-10 and 0-1 late,
+/// 1.03-1.08 × (the window kept is up to a sixteenth longer than the rate's, and each refusal
+/// idles 2 s).
+#[tokio::test(start_paused = true)]
+async fn a_rate_behind_a_static_retry_after_over_a_long_job() {
+    let rate = Rate::per_second(nonzero(10)).with_burst(nonzero(20));
+    long_job(
+        "token bucket, 10 per s, burst 20, Retry-After: 1 on every 429",
+        rate_minimum(LONG, 10, 20),
+        14,
+        3,
+        1.08,
+    )
+    .sweep(|| {
+        api_of(TokenBucket::new(rate).with_clock(TokioClock::new()))
+            .static_retry_after(Duration::from_secs(1))
+    })
+    .await;
+    let rate = Rate::per_second(nonzero(7)).with_burst(nonzero(12));
+    long_job(
+        "token bucket, 7 per s, burst 12, Retry-After: 2 on every 429",
+        rate_minimum(LONG, 7, 12),
+        14,
+        3,
+        1.1,
+    )
+    .sweep(|| {
+        api_of(TokenBucket::new(rate).with_clock(TokioClock::new()))
+            .static_retry_after(Duration::from_secs(2))
+    })
+    .await;
+}
+
 /// Waits on real time until the system clock is `phase` into a second.
 async fn until_phase(phase: Duration) {
     let now = std::time::SystemTime::now()

@@ -2,6 +2,10 @@
 //! a window admitted before a refusal; the window is bounded by the probes that follow the
 //! refusal (refused: not over yet; admitted: over), and narrowed by sending each window's first
 //! request, alone, at the midpoint of the two bounds.
+//!
+//! A pause the server asks (a `Retry-After` alone) that is longer than the model's own lets a
+//! bucket rest and bank a credit, on which shorter windows pass: the midpoints admitted while
+//! it rests are undone together by the next refusal inside a window, wherever it falls.
 
 use std::time::Duration;
 
@@ -48,8 +52,19 @@ pub(super) struct Silence {
     /// admitted, shortened it: restored if a refusal inside this window shows that request
     /// found only part of the quota free (a bucket refilling, not a window ending).
     before_trial: Option<Duration>,
+    /// The server asked for the last pause, and it was longer than the model's own: a bucket
+    /// rested meanwhile, and holds a credit that lets shorter windows through until it is
+    /// spent. Set by the caller, cleared by the next refusal.
+    pub(super) rested: bool,
+    /// The window estimate before the first of the trials that shortened it while the server
+    /// rested. A window that ends without a refusal confirms its trial only as far as the
+    /// server had freed no more than the window; on a credit, the next refusal inside a
+    /// window is the trials' doing, wherever it falls: the window goes back to this, and the
+    /// bisection goes on above the window refused.
+    before_trials: Option<Duration>,
     /// Whether the estimate is unproven: no whole window has yet admitted its quota at it
-    /// without a refusal. While it is, each window's requests go under the slow start's cap
+    /// without a refusal, or this window began early, at a midpoint tried. While it is, each
+    /// window's requests go under the slow start's cap
     /// (a bucket that refilled only in part refuses one request, not every one in flight).
     pub(super) unproven: bool,
     /// A request of the current window was refused.
@@ -111,6 +126,8 @@ impl Silence {
             floor: 0,
             ceiling: None,
             before_trial: None,
+            rested: false,
+            before_trials: None,
             unproven: true,
             refused_in_window: false,
             sends: Vec::new(),
@@ -147,9 +164,12 @@ impl Silence {
         if now >= next_window {
             // A new window: its first request goes alone, so a window estimated too short
             // costs one 429, not a burst.
+            // A window begun early (a midpoint tried) is unproven too: a bucket that has
+            // refilled only in part refuses one request of it, not every one in flight.
+            let trial = self.next_try(window) < window;
             self.previous_start = self.window_start;
             self.previous_admitted = self.admitted;
-            self.unproven = self.refused_in_window || self.used < self.quota(now);
+            self.unproven = self.refused_in_window || self.used < self.quota(now) || trial;
             self.refused_in_window = false;
             // The window just ended with no refusal: a shorter one tried is confirmed.
             self.before_trial = None;
@@ -212,6 +232,7 @@ impl Silence {
             let measured = probing.measured.max(self.admitted);
             self.window = Some(window);
             self.too_short = probing.refused_after.min(window);
+            self.before_trials = None;
             self.previous_sends.clear();
             self.sends = vec![ticket.sent];
             self.previous_start = probing.from;
@@ -244,6 +265,9 @@ impl Silence {
             let into = self.window_start.saturating_sub(self.previous_start);
             if into < window {
                 self.before_trial = Some(window);
+                if self.rested {
+                    self.before_trials.get_or_insert(window);
+                }
                 self.window = Some(into.max(self.too_short));
             }
         }
@@ -253,6 +277,7 @@ impl Silence {
     /// A bare throttle at `now` on `ticket`; returns the pause before the next probe.
     pub(super) fn throttled(&mut self, now: Duration, ticket: Ticket, was_probe: bool) -> Duration {
         self.unproven = true;
+        self.rested = false;
         self.refused_in_window = true;
         if let Some(probing) = &mut self.probing {
             // A probe failed: the window has not ended yet; wait longer before the next.
@@ -306,7 +331,25 @@ impl Silence {
                 // The window's first request, sent early, found part of the quota free, not
                 // all of it (fewer admitted than in the window before): the shorter window was
                 // not enough after all.
-                let enough = self.before_trial.take().unwrap_or(window);
+                // Every trial since the last refusal is undone: the earlier ones may have
+                // passed on a credit too.
+                let trial = self.before_trial.take().unwrap_or(window);
+                let enough = self.before_trials.take().unwrap_or(trial).max(trial);
+                self.too_short = self.too_short.max(window);
+                self.window = Some(enough);
+                self.used = u64::MAX;
+                let next = self.window_start.saturating_add(self.next_try(enough));
+                return next.saturating_sub(now).max(Duration::from_millis(1));
+            }
+            // Refused inside a window, in any window since trials shortened the estimate: the
+            // trials are undone, and the window refused is known too short. The quota is
+            // not lowered: at the longer window it was enough.
+            Some(window)
+                if ticket.window == Some(self.window_start)
+                    && self.before_trials.is_some_and(|enough| enough > window) =>
+            {
+                let enough = self.before_trials.take().unwrap_or(window);
+                self.before_trial = None;
                 self.too_short = self.too_short.max(window);
                 self.window = Some(enough);
                 self.used = u64::MAX;
@@ -314,6 +357,7 @@ impl Silence {
                 return next.saturating_sub(now).max(Duration::from_millis(1));
             }
             Some(window) => {
+                self.before_trials = None;
                 let measured = self.admitted;
                 if ticket.window == Some(self.window_start) {
                     let before = self.quota(now);

@@ -913,3 +913,37 @@ fn a_spent_moving_window_probes_one_lag_after_its_first_send_not_at_an_older_res
     reserve(&mut q, MS * 2010);
     assert_eq!(q.try_reserve(MS * 2010, 1), Admission::WaitUntil(secs(3)));
 }
+
+/// Five admitted from 0 ms, the sixth refused (answered with `refusal`), a probe admitted at
+/// 1010 ms (a window of 1010 ms), then windows begun at the midpoints tried, each admitted:
+/// at 1520 ms (510 ms after the last) and at 1780 ms (260 ms). The third request of that
+/// window is refused (answered with `refusal`); returns the window then estimated.
+fn trials_then_refused(refusal: &RateLimitInfo) -> Duration {
+    let mut q = KeyQuota::new(false);
+    admit_silently(&mut q, 5, Duration::ZERO, MS);
+    let refused = reserve(&mut q, MS * 10);
+    see(&mut q, MS * 10, refused, true, refusal);
+    admit_silently(&mut q, 5, MS * 1010, MS * 1011);
+    assert_eq!(q.estimate(MS * 1011).map(|(_, w)| w), Some(MS * 1010));
+    admit_silently(&mut q, 5, MS * 1520, MS * 1521);
+    assert_eq!(q.estimate(MS * 1521).map(|(_, w)| w), Some(MS * 510));
+    admit_silently(&mut q, 2, MS * 1780, MS * 1781);
+    assert_eq!(q.estimate(MS * 1781).map(|(_, w)| w), Some(MS * 260));
+    let refused = reserve(&mut q, MS * 1782);
+    see(&mut q, MS * 1783, refused, true, refusal);
+    let (quota, window) = q.estimate(MS * 1783).expect("an estimate");
+    assert!(
+        quota >= 5,
+        "the quota was enough at the longer window: {quota}"
+    );
+    window
+}
+
+#[test]
+fn a_refusal_after_a_rest_the_server_asked_undoes_every_trial_since() {
+    // A static `Retry-After` longer than the model's pause: the bucket rested, and its credit
+    // let both shorter windows through. Both are undone: the window before the first.
+    assert_eq!(trials_then_refused(&asked_to_wait(secs(1))), MS * 1010);
+    // A bare 429 (the model's own pause, no rest): only the trial this window began with.
+    assert_eq!(trials_then_refused(&silent()), MS * 510);
+}
