@@ -908,11 +908,12 @@ impl KeyQuota {
             }
             if let Some(remaining) = info.remaining {
                 self.budget = Some(match self.budget {
-                    // A trickling window frees slots between answers: each says what is left.
-                    _ if self.moving => remaining
+                    // A trickling window frees slots between answers: each says what is left
+                    // (and a paced quota's units); answers come out of order.
+                    _ if self.moving || paced => remaining
                         .saturating_sub(self.in_flight())
                         .saturating_sub(self.answered_while_out(ticket)),
-                    _ if self.refill == Refill::Trickle || paced => {
+                    _ if self.refill == Refill::Trickle => {
                         remaining.saturating_sub(self.in_flight())
                     }
                     // Our own reservations are already taken off; others may have spent more.
@@ -1072,9 +1073,11 @@ impl KeyQuota {
                 (ticket.seen, Left::stated(info), info.limit.or(self.limit))
             && left.remaining > seen.remaining
             && left.remaining.saturating_add(1) < limit
+            && self.paced_interval().is_none()
         {
             // More left than an answer before this request went, within a window an early
-            // probe opened, yet not the whole quota: slots free one by one.
+            // probe opened, yet not the whole quota: slots free one by one. (A quota paced as
+            // it frees shows this at every unit: its pace already fits.)
             self.moving = true;
         }
         if !rolled

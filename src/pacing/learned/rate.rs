@@ -167,9 +167,14 @@ impl KeyQuota {
             .map_or(now, |spent| spent.saturating_add(per_unit))
     }
 
-    /// The time a unit of the quota takes to free, as measured so far.
+    /// The time a unit of the quota takes to free, as measured so far, with a unit of the
+    /// limit to spare: the measure is an average over the span, and a sliding counter frees
+    /// its last window's count, so a window that followed one a unit short (spent late, in
+    /// the next) frees a unit fewer than the average.
     pub(super) fn free_per_unit(&self) -> Option<Duration> {
-        self.free_rate.as_deref()?.per_unit()
+        let per_unit = self.free_rate.as_deref()?.per_unit()?;
+        let limit = self.limit.filter(|limit| *limit > 1)?;
+        Some(per_unit.mul_f64(limit as f64 / (limit - 1) as f64))
     }
 }
 
