@@ -392,6 +392,7 @@ impl KeyQuota {
                     return Admission::WaitUntil(at);
                 }
                 alone = true;
+                self.sent_at_pace(self.next_serial);
             } else if self.refill == Refill::Trickle
                 && !self.moving
                 && let Some(at) = self.mirrored()
@@ -440,7 +441,7 @@ impl KeyQuota {
     /// sliding window counter, a bucket; see the `rate` module). A fixed window frees
     /// nothing between its resets, so it never paces.
     fn paced_interval(&self) -> Option<Duration> {
-        if !self.coarse || self.moving || self.limit.is_none() {
+        if !self.coarse || self.moving || self.limit.is_none() || self.refill != Refill::Stated {
             return None;
         }
         self.free_per_unit()

@@ -64,6 +64,11 @@ pub(super) struct FreeRate {
     last_answer: Option<Duration>,
     /// When the latest answer that found the quota spent (none left) came.
     spent_at: Option<Duration>,
+    /// The request sent at the pace, while it is out: its serial.
+    paced_out: Option<u64>,
+    /// Requests sent at the pace, and how many of them were refused.
+    paced: u64,
+    paced_refused: u64,
 }
 
 impl FreeRate {
@@ -117,9 +122,20 @@ impl FreeRate {
         }
     }
 
+    /// Whether the quota frees at a steady pace: requests sent at it are admitted. A sliding
+    /// log whose requests went in bursts frees in bursts, one window after them, and refuses
+    /// a request sent at its average rate after each: twice, and one in four or more, and
+    /// the quota is not paced.
+    fn steady(&self) -> bool {
+        self.paced_refused < 2 || self.paced_refused.saturating_mul(4) <= self.paced
+    }
+
     /// The time one unit takes to free, at the least rate the evidence allows; None until the
-    /// span is long enough to say.
+    /// span is long enough to say, or when the quota does not free steadily.
     pub(super) fn per_unit(&self) -> Option<Duration> {
+        if !self.steady() {
+            return None;
+        }
         let (first, last) = (self.span.front()?, self.span.back()?);
         let span = last.answered.saturating_sub(first.sent);
         let freed = last.credit.saturating_sub(first.credit);
@@ -147,7 +163,15 @@ impl KeyQuota {
         };
         // Ended already, so no other request of ours is out when none is in flight.
         let alone = self.in_flight() == 0;
-        self.free_rate.get_or_insert_with(Box::default).answered(
+        let rate = self.free_rate.get_or_insert_with(Box::default);
+        if rate.paced_out == Some(ticket.serial) {
+            rate.paced_out = None;
+            rate.paced = rate.paced.saturating_add(1);
+            if outcome == Outcome::Throttled {
+                rate.paced_refused = rate.paced_refused.saturating_add(1);
+            }
+        }
+        rate.answered(
             ticket.sent,
             now,
             outcome == Outcome::Answered,
@@ -165,6 +189,13 @@ impl KeyQuota {
             .as_deref()
             .and_then(|rate| rate.spent_at)
             .map_or(now, |spent| spent.saturating_add(per_unit))
+    }
+
+    /// The next request, `serial`, goes at the pace: its answer tells whether the pace fits.
+    pub(super) fn sent_at_pace(&mut self, serial: u64) {
+        if let Some(rate) = self.free_rate.as_deref_mut() {
+            rate.paced_out = Some(serial);
+        }
     }
 
     /// The time a unit of the quota takes to free, as measured so far, with a unit of the
