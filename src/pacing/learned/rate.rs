@@ -234,7 +234,7 @@ mod tests {
         // A request every 125 ms, alone, each answered 3 ms after it went.
         let mut spans = Vec::new();
         for n in 0..16u32 {
-            let sent = MS * 1 + MS * 125 * n;
+            let sent = MS + MS * 125 * n;
             let answered = sent + MS * 3;
             let left = stated_left(limit, window, answered, u64::from(n) + 1);
             rate.answered(sent, answered, true, left, limit, true);
@@ -269,7 +269,7 @@ mod tests {
     #[test]
     fn answers_to_requests_out_together_are_not_evidence() {
         let mut rate = FreeRate::default();
-        rate.answered(MS * 0, MS * 5, true, 10, 17, true);
+        rate.answered(Duration::ZERO, MS * 5, true, 10, 17, true);
         // Sent before the last answer came: out beside it.
         rate.answered(MS * 2, MS * 2000, true, 16, 17, true);
         rate.answered(MS * 3, MS * 2001, true, 16, 17, false);
@@ -280,7 +280,7 @@ mod tests {
     #[test]
     fn a_quota_found_whole_or_with_less_credit_starts_the_evidence_again() {
         let mut rate = FreeRate::default();
-        rate.answered(MS * 0, MS * 2, true, 0, 10, true);
+        rate.answered(Duration::ZERO, MS * 2, true, 0, 10, true);
         rate.answered(MS * 2000, MS * 2002, true, 9, 10, true);
         // Nearly whole (9 of 10 left after this one): the quota may have stopped freeing.
         assert_eq!(rate.span.front().map(|s| s.sent), Some(MS * 2000));
@@ -293,7 +293,7 @@ mod tests {
     #[test]
     fn a_refusal_is_evidence_of_no_unit_freed() {
         let mut rate = FreeRate::default();
-        rate.answered(MS * 0, MS * 2, true, 0, 20, true);
+        rate.answered(Duration::ZERO, MS * 2, true, 0, 20, true);
         // Refused 2 s later: nothing freed since.
         rate.answered(MS * 2000, MS * 2002, false, 0, 20, true);
         assert_eq!(rate.per_unit(), None);
