@@ -437,11 +437,18 @@ impl KeyQuota {
 
     /// The time one unit of the quota takes to free, when the model paces to it: a quota
     /// stated with whole-second resets (which round the next unit's time up to a second, or
-    /// say when a window ends), not a moving window, measured to free a little at a time (a
-    /// sliding window counter, a bucket; see the `rate` module). A fixed window frees
-    /// nothing between its resets, so it never paces.
+    /// say when a window ends) and no window, not a moving window, whose mirror of the last
+    /// window was refused, measured to free a little at a time (a sliding window counter, a
+    /// bucket; see the `rate` module). A fixed window frees nothing between its resets; one
+    /// shared with other clients can look as if it did (their spending and its resets), and a
+    /// stated window keeps it to its edges.
     fn paced_interval(&self) -> Option<Duration> {
-        if !self.coarse || self.moving || self.limit.is_none() || self.refill != Refill::Stated {
+        if !self.coarse
+            || self.moving
+            || self.limit.is_none()
+            || self.window.is_some()
+            || self.refill != Refill::Stated
+        {
             return None;
         }
         self.free_per_unit()
