@@ -17,11 +17,18 @@
 //! taken (with others out, the server may have counted them before or after it), and the
 //! estimate is a lower bound: a stated count is whole (up to one unit off the server's
 //! weighted count), and the server counted each request somewhere between its send and its
-//! answer. A pace from a lower bound never outruns the quota; what it leaves behind, the
-//! next answer states as left, and that is spent at once.
+//! answer. What a pace from it leaves behind, the next answer states as left, and that is
+//! spent at once. It is a bound on the span's average: a counter's window that follows one
+//! spent a unit short frees slower than that, and a request at the pace is then refused now
+//! and then (measured: one in 20-50 at 7 per 1.5 s). A margin on the pace does not help: the
+//! counter frees what was spent a window before, so a slower pace measures slower still.
 //!
 //! While the quota is (nearly) whole, nothing it frees shows, so a span of evidence starts
-//! again at such an answer. The longer the span, the closer the bound.
+//! again at such an answer. The span keeps the latest answers that show 32 units freed.
+//!
+//! The learner (`paced_interval` in the parent module) paces to this only for a quota stated
+//! with whole-second resets and no window, not a moving window, whose mirror of the last
+//! window was refused, and while requests sent at the pace are admitted ([`FreeRate::steady`]).
 
 use std::collections::VecDeque;
 use std::time::Duration;
