@@ -37,6 +37,12 @@ pub struct SlidingWindowCounter {
 struct SlidingCounterRules {
     limit: u64,
     window_nanos: u64,
+    /// The estimate is counted in whole units, rounded down (see
+    /// [`SlidingWindowCounter::floored`]).
+    floored: bool,
+    /// The reset states when the next unit of the fading count frees (see
+    /// [`SlidingWindowCounter::resetting_at_the_next_unit`]).
+    next_unit: bool,
 }
 
 /// One key's counts in the window it was last used in and in the window before.
@@ -55,8 +61,67 @@ impl SlidingWindowCounter {
             states: KeyedStates::new(SlidingCounterRules {
                 limit,
                 window_nanos,
+                floored: false,
+                next_unit: false,
             }),
         })
+    }
+
+    /// Counts the estimate in whole units, rounded down, as the `limits` library (under
+    /// Flask-Limiter) does: a request is admitted when `⌊estimate⌋ + cost ≤ limit`, and the
+    /// remaining stated is `limit − ⌊estimate⌋`. Up to a unit more is admitted than by the
+    /// exact rule; a window whose predecessor was full admits its n-th request as soon as
+    /// `(n − 1) / limit` of it has passed.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use reqwest_polite::limiter::{RateLimiter, SlidingWindowCounter};
+    /// use reqwest_polite::time::ManualClock;
+    ///
+    /// let clock = ManualClock::new();
+    /// let limiter = SlidingWindowCounter::new(10, Duration::from_secs(10))?
+    ///     .floored()
+    ///     .with_clock(clock.clone());
+    ///
+    /// assert!(limiter.check("alice", 10).allowed); // the whole quota in window 0
+    /// clock.set(Duration::from_millis(10_500)); // estimate = 10 × 0.95 = 9.5, counted as 9
+    /// assert_eq!(limiter.check("alice", 1).remaining, 0);
+    /// assert!(!limiter.check("alice", 1).allowed);
+    /// # Ok::<(), reqwest_polite::limiter::LimiterConfigError>(())
+    /// ```
+    pub fn floored(self) -> Self {
+        self.with_rules(|rules| rules.floored = true)
+    }
+
+    /// The reset stated is when the previous window's fading count next drops by a whole
+    /// unit (while it has one; else the current window's end), as the `limits` library states
+    /// it: when the next request may fit, not when the quota is whole again.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use reqwest_polite::limiter::{RateLimiter, SlidingWindowCounter};
+    /// use reqwest_polite::time::ManualClock;
+    ///
+    /// let clock = ManualClock::new();
+    /// let limiter = SlidingWindowCounter::new(10, Duration::from_secs(10))?
+    ///     .resetting_at_the_next_unit()
+    ///     .with_clock(clock.clone());
+    ///
+    /// assert!(limiter.check("alice", 10).allowed);
+    /// clock.set(Duration::from_millis(10_500)); // 10 fading: a unit each second
+    /// assert_eq!(limiter.check("alice", 0).reset, Duration::from_millis(500));
+    /// # Ok::<(), reqwest_polite::limiter::LimiterConfigError>(())
+    /// ```
+    pub fn resetting_at_the_next_unit(self) -> Self {
+        self.with_rules(|rules| rules.next_unit = true)
+    }
+
+    fn with_rules(self, change: impl FnOnce(&mut SlidingCounterRules)) -> Self {
+        let mut rules = *self.states.algorithm();
+        change(&mut rules);
+        Self {
+            states: self.states.with_algorithm(rules),
+        }
     }
 }
 
@@ -132,23 +197,44 @@ impl Algorithm for SlidingCounterRules {
         let elapsed = u128::from(now).saturating_sub(window_start).min(window);
         let budget = u128::from(self.limit) * window;
         let with_cost = u128::from(counts.current) + u128::from(cost);
-        let fits = self.scaled_estimate(counts.previous, with_cost, elapsed) <= budget;
+        let fits = if self.floored {
+            let counted = self.scaled_estimate(counts.previous, counts.current.into(), elapsed);
+            (counted / window).saturating_add(cost.into()) <= u128::from(self.limit)
+        } else {
+            self.scaled_estimate(counts.previous, with_cost, elapsed) <= budget
+        };
         if fits {
             // with_cost ≤ limit here, so it fits a u64.
             counts.current = counts.current.saturating_add(cost);
         }
         let estimate = self.scaled_estimate(counts.previous, counts.current.into(), elapsed);
-        let remaining = u64::try_from(budget.saturating_sub(estimate) / window).unwrap_or(0);
+        let remaining = if self.floored {
+            u64::try_from(budget.saturating_sub(estimate / window * window) / window).unwrap_or(0)
+        } else {
+            u64::try_from(budget.saturating_sub(estimate) / window).unwrap_or(0)
+        };
         // The current count fades out over the next window; the previous one over this one.
-        let full_at = if counts.current > 0 {
+        let full_at = if self.next_unit && counts.previous > 0 {
+            // previous × (W − e) / W next reaches a whole number in ((previous × (W − e))
+            // mod W) / previous.
+            let fading = u128::from(counts.previous) * window.saturating_sub(elapsed);
+            u128::from(now) + (fading % window) / u128::from(counts.previous)
+        } else if self.next_unit && counts.current > 0 {
+            window_start + window
+        } else if counts.current > 0 {
             window_start + 2 * window
         } else if counts.previous > 0 {
             window_start + window
         } else {
             u128::from(now)
         };
-        let retry_after =
-            (!fits && cost <= self.limit).then(|| self.retry_after(counts, elapsed, cost));
+        let retry_after = (!fits && cost <= self.limit).then(|| {
+            if self.next_unit {
+                nanos_to_duration(full_at.saturating_sub(now.into()))
+            } else {
+                self.retry_after(counts, elapsed, cost)
+            }
+        });
         Decision {
             allowed: fits,
             limit: self.limit,

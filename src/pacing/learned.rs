@@ -280,6 +280,9 @@ pub(crate) struct KeyQuota {
     /// the first [`SENDS_KEPT`] of each, while the server states a quota.
     sends: Vec<Sent>,
     previous_sends: Vec<Sent>,
+    /// How fast the stated quota frees, measured (see the `rate` module; boxed: only keys
+    /// whose server states a quota measure it).
+    free_rate: Option<Box<rate::FreeRate>>,
 }
 
 /// One admitted request of a window: the server counted it between `at` and `answered`.
@@ -378,6 +381,18 @@ impl KeyQuota {
         } else if let Some(budget) = self.budget {
             if budget >= cost {
                 self.budget = Some(budget - cost);
+            } else if let Some(per_unit) = self.paced_interval() {
+                // A quota that frees a unit at a time: the next request goes alone once one
+                // has freed, after the answers on their way have said what is left.
+                if self.in_flight() > 0 {
+                    return Admission::WaitUntil(now.saturating_add(PROBE_FOR));
+                }
+                let at = self.paced_after_spent(per_unit, now);
+                if at > now {
+                    return Admission::WaitUntil(at);
+                }
+                alone = true;
+                self.sent_at_pace(self.next_serial);
             } else if self.refill == Refill::Trickle
                 && !self.moving
                 && let Some(at) = self.mirrored()
@@ -418,6 +433,25 @@ impl KeyQuota {
             }
         }
         Admission::Reserved(self.ticket(now, alone, window))
+    }
+
+    /// The time one unit of the quota takes to free, when the model paces to it: a quota
+    /// stated with whole-second resets (which round the next unit's time up to a second, or
+    /// say when a window ends) and no window, not a moving window, whose mirror of the last
+    /// window was refused, measured to free a little at a time (a sliding window counter, a
+    /// bucket; see the `rate` module). A fixed window frees nothing between its resets; one
+    /// shared with other clients can look as if it did (their spending and its resets), and a
+    /// stated window keeps it to its edges.
+    fn paced_interval(&self) -> Option<Duration> {
+        if !self.coarse
+            || self.moving
+            || self.limit.is_none()
+            || self.window.is_some()
+            || self.refill != Refill::Stated
+        {
+            return None;
+        }
+        self.free_per_unit()
     }
 
     /// When the next request of a trickling window may go: the n-th request of a window goes
@@ -649,6 +683,7 @@ impl KeyQuota {
         {
             sent.answered = now;
         }
+        self.free_rate_saw(now, ticket, outcome, info);
         if let Some(early) = early {
             self.early_seen(now, &mut ticket, early, outcome);
         } else {
@@ -878,13 +913,16 @@ impl KeyQuota {
             // (A moving window's budget is its answers' own: spent is spent.)
             let trickles =
                 self.refill == Refill::Trickle && !self.moving && self.mirrored().is_some();
-            if info.remaining == Some(0) && pause.is_none() && !trickles {
+            // A paced quota is spent until its next unit frees, not until the stated reset.
+            let paced = self.paced_interval().is_some();
+            if info.remaining == Some(0) && pause.is_none() && !trickles && !paced {
                 pause = self.reset_at.map(|at| at.saturating_sub(now));
             }
             if let Some(remaining) = info.remaining {
                 self.budget = Some(match self.budget {
-                    // A trickling window frees slots between answers: each says what is left.
-                    _ if self.moving => remaining
+                    // A trickling window frees slots between answers: each says what is left
+                    // (and a paced quota's units); answers come out of order.
+                    _ if self.moving || paced => remaining
                         .saturating_sub(self.in_flight())
                         .saturating_sub(self.answered_while_out(ticket)),
                     _ if self.refill == Refill::Trickle => {
@@ -1047,9 +1085,11 @@ impl KeyQuota {
                 (ticket.seen, Left::stated(info), info.limit.or(self.limit))
             && left.remaining > seen.remaining
             && left.remaining.saturating_add(1) < limit
+            && self.paced_interval().is_none()
         {
             // More left than an answer before this request went, within a window an early
-            // probe opened, yet not the whole quota: slots free one by one.
+            // probe opened, yet not the whole quota: slots free one by one. (A quota paced as
+            // it frees shows this at every unit: its pace already fits.)
             self.moving = true;
         }
         if !rolled
@@ -1094,7 +1134,12 @@ impl KeyQuota {
         let cutoff = reset_at.saturating_sub(slack + self.longest_trip);
         let straddling = self.out.iter().filter(|(_, sent)| *sent >= cutoff).count() as u64;
         self.begin_window();
-        self.budget = self.limit.map(|limit| limit.saturating_sub(straddling));
+        self.budget = match self.paced_interval() {
+            // A paced quota comes back a unit at a time, not whole: its pace says when the
+            // next request goes, and that request's answer what else is left.
+            Some(_) => Some(0),
+            None => self.limit.map(|limit| limit.saturating_sub(straddling)),
+        };
         self.straddled = straddling;
         // Whether the window came back whole is for its first answer to say: a moving window
         // whose requests all went at once looks whole once, and trickles the next time.
@@ -1178,6 +1223,7 @@ impl KeyQuota {
 }
 
 mod phase;
+mod rate;
 mod side;
 mod silent;
 mod snapshot;
