@@ -102,10 +102,8 @@ impl FixedWindow {
     }
 
     fn with_rules(self, change: impl FnOnce(&mut FixedWindowRules)) -> Self {
-        let mut rules = *self.states.algorithm();
-        change(&mut rules);
         Self {
-            states: self.states.with_algorithm(rules),
+            states: self.states.with_rules(change),
         }
     }
 }

@@ -71,11 +71,12 @@ impl<A: Algorithm> KeyedStates<A> {
         }
     }
 
-    /// The same clock with other rules, and no keys (states decided by other rules would
-    /// mislead these).
-    pub(crate) fn with_algorithm(self, algorithm: A) -> Self {
+    /// The same clock with the rules changed by `change`, and no keys (states decided by
+    /// other rules would mislead these).
+    pub(crate) fn with_rules(mut self, change: impl FnOnce(&mut A)) -> Self {
+        change(&mut self.algorithm);
         Self {
-            algorithm,
+            algorithm: self.algorithm,
             clock: self.clock,
             table: Mutex::new(Table {
                 states: HashMap::new(),

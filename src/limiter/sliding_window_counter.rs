@@ -117,10 +117,8 @@ impl SlidingWindowCounter {
     }
 
     fn with_rules(self, change: impl FnOnce(&mut SlidingCounterRules)) -> Self {
-        let mut rules = *self.states.algorithm();
-        change(&mut rules);
         Self {
-            states: self.states.with_algorithm(rules),
+            states: self.states.with_rules(change),
         }
     }
 }

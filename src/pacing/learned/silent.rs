@@ -319,20 +319,19 @@ impl Silence {
                     refused_after: into,
                 }
             }
-            // Refused inside a window: the quota estimate was too high. The curve is cut (it
-            // probes above again only K windows later), but what this window admitted is the
-            // server's quota, measured again: the floor. Wait for the next window, whose first
-            // request goes alone as always.
+            // Refused inside a window whose length is a trial: the shorter window was not
+            // enough after all. Either the window's first request, sent early, found part of
+            // the quota free, not all of it (fewer admitted than in the window before), or a
+            // trial made while the server rested passed on its credit. Every trial since the
+            // last refusal is undone (the earlier ones may have passed on a credit too), and
+            // the window refused is known too short. The quota is not lowered: at the longer
+            // window it was enough.
             Some(window)
                 if ticket.window == Some(self.window_start)
-                    && self.before_trial.is_some()
-                    && self.admitted < self.previous_admitted =>
+                    && ((self.before_trial.is_some()
+                        && self.admitted < self.previous_admitted)
+                        || self.before_trials.is_some_and(|enough| enough > window)) =>
             {
-                // The window's first request, sent early, found part of the quota free, not
-                // all of it (fewer admitted than in the window before): the shorter window was
-                // not enough after all.
-                // Every trial since the last refusal is undone: the earlier ones may have
-                // passed on a credit too.
                 let trial = self.before_trial.take().unwrap_or(window);
                 let enough = self.before_trials.take().unwrap_or(trial).max(trial);
                 self.too_short = self.too_short.max(window);
@@ -341,21 +340,10 @@ impl Silence {
                 let next = self.window_start.saturating_add(self.next_try(enough));
                 return next.saturating_sub(now).max(Duration::from_millis(1));
             }
-            // Refused inside a window, in any window since trials shortened the estimate: the
-            // trials are undone, and the window refused is known too short. The quota is
-            // not lowered: at the longer window it was enough.
-            Some(window)
-                if ticket.window == Some(self.window_start)
-                    && self.before_trials.is_some_and(|enough| enough > window) =>
-            {
-                let enough = self.before_trials.take().unwrap_or(window);
-                self.before_trial = None;
-                self.too_short = self.too_short.max(window);
-                self.window = Some(enough);
-                self.used = u64::MAX;
-                let next = self.window_start.saturating_add(self.next_try(enough));
-                return next.saturating_sub(now).max(Duration::from_millis(1));
-            }
+            // Refused inside a window: the quota estimate was too high. The curve is cut (it
+            // probes above again only K windows later), but what this window admitted is the
+            // server's quota, measured again: the floor. Wait for the next window, whose first
+            // request goes alone as always.
             Some(window) => {
                 self.before_trials = None;
                 let measured = self.admitted;

@@ -769,12 +769,18 @@ fn stating(remaining: u64) -> RateLimitInfo {
     }
 }
 
-#[tokio::test(start_paused = true)]
-async fn a_note_counts_back_the_requests_whose_take_is_on_its_way() {
+/// A learning pacer on a fresh [`HoldingStore`].
+fn holding_pacer() -> (Arc<HoldingStore>, Pacer) {
     let store = Arc::new(HoldingStore::default());
     let pacer = Pacer::builder()
         .shared(SharedBucket::learned_from_store(store.clone()))
         .build();
+    (store, pacer)
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_note_counts_back_the_requests_whose_take_is_on_its_way() {
+    let (store, pacer) = holding_pacer();
     let first = pacer.acquire("k", 1).await.unwrap();
     first.finish(StatusCode::OK, &stating(19)).await;
     let second = pacer.acquire("k", 1).await.unwrap();
@@ -797,10 +803,7 @@ async fn a_note_counts_back_the_requests_whose_take_is_on_its_way() {
 
 #[tokio::test(start_paused = true)]
 async fn a_quota_seen_spent_is_left_to_the_learned_count_and_a_429_closes_the_gate() {
-    let store = Arc::new(HoldingStore::default());
-    let pacer = Pacer::builder()
-        .shared(SharedBucket::learned_from_store(store.clone()))
-        .build();
+    let (store, pacer) = holding_pacer();
     let permit = pacer.acquire("k", 1).await.unwrap();
     permit.finish(StatusCode::OK, &stating(0)).await;
     // The note carries the spent count and its end; no gate holds the others to this
