@@ -177,6 +177,12 @@ impl KeyQuota {
         let (Some(remaining), Some(limit)) = (info.remaining, info.limit.or(self.limit)) else {
             return;
         };
+        // Only a quota that may be paced is measured (see `paced_interval`): its resets are
+        // stated in whole seconds and no window is. The others (an IETF server's, say) keep
+        // no samples, and their keys no box.
+        if info.grain.is_none() || info.window.is_some() {
+            return;
+        }
         // Ended already, so no other request of ours is out when none is in flight.
         let alone = self.in_flight() == 0;
         let rate = self.free_rate.get_or_insert_with(Box::default);
