@@ -62,6 +62,21 @@ async fn run(
         process.await.unwrap();
     }
     let elapsed = started.elapsed();
+    // How late each window's first admitted request came, in the server's windows (aligned
+    // with the Unix clock): what a window's end learned late costs.
+    let mut firsts = std::collections::BTreeMap::new();
+    for logged in api.log().iter().filter(|logged| logged.status == 200) {
+        let at = logged
+            .at_system
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default();
+        let window = at.as_nanos() / WINDOW.as_nanos();
+        firsts
+            .entry(window)
+            .or_insert(at.as_nanos() % WINDOW.as_nanos() / 1_000_000);
+    }
+    let late: Vec<_> = firsts.values().skip(1).collect();
+    println!("each window's first admitted request, ms into it: {late:?}");
     assert_eq!(api.admitted(), PROCESSES * EACH as usize);
     (elapsed, api.rejected())
 }
