@@ -28,7 +28,10 @@
 //!
 //! The learner (`paced_interval` in the parent module) paces to this only for a quota stated
 //! with whole-second resets and no window, not a moving window, whose mirror of the last
-//! window was refused, and while requests sent at the pace are admitted ([`FreeRate::steady`]).
+//! window was refused, and while requests sent at the pace are admitted ([`FreeRate::steady`]);
+//! a pace found unsteady is tried again, twice at most, once a span measured wholly after the
+//! verdict says what the quota frees now (bursts spent before the pace leave a counter's next
+//! window less to free, and refuse paced requests for a while).
 
 use std::collections::VecDeque;
 use std::time::Duration;
@@ -77,7 +80,19 @@ pub(super) struct FreeRate {
     /// refused (a pace from less evidence may be off, and says nothing of the shape).
     paced: u64,
     paced_refused: u64,
+    /// The credit when the pace was last found unsteady: once the whole span is evidence from
+    /// after it, the pace is tried again (at most [`TRIALS`] times).
+    unsteady_at: Option<u64>,
+    /// How many times the pace was found unsteady.
+    trials: u32,
 }
+
+/// How many times a pace found unsteady is tried again on fresh evidence. Requests spent in
+/// bursts before the pace (a window's whole quota at a reset) leave a counter's next window
+/// less to free than the pace, and refuse paced requests for a while; so does a sliding log
+/// that frees in bursts. A second trial, from a span measured after the first, tells them
+/// apart; a log that keeps refusing costs at most two refusals a trial.
+const TRIALS: u32 = 2;
 
 impl FreeRate {
     /// Learns from an answer that came at `answered` to a request sent at `sent`: admitted or
@@ -120,6 +135,7 @@ impl FreeRate {
             self.span.clear();
         }
         self.span.push_back(sample);
+        self.retry_unsteady(sample.credit);
         while self.span.len() > SAMPLES_KEPT
             || self.span.get(1).is_some_and(|second| {
                 sample.credit.saturating_sub(second.credit) >= SPAN_FREED
@@ -136,6 +152,25 @@ impl FreeRate {
     /// the quota is not paced.
     fn steady(&self) -> bool {
         self.paced_refused < 2 || self.paced_refused.saturating_mul(4) <= self.paced
+    }
+
+    /// Once a pace found unsteady has a span measured wholly after that, it is tried again.
+    fn retry_unsteady(&mut self, credit: u64) {
+        if self.steady() || self.trials >= TRIALS {
+            return;
+        }
+        match self.unsteady_at {
+            None => self.unsteady_at = Some(credit),
+            Some(at)
+                if self.span.front().is_some_and(|first| first.credit >= at) && self.measured() =>
+            {
+                self.unsteady_at = None;
+                self.trials += 1;
+                self.paced = 0;
+                self.paced_refused = 0;
+            }
+            Some(_) => {}
+        }
     }
 
     /// The span holds [`SPAN_FREED`] units freed.
@@ -318,6 +353,43 @@ mod tests {
         // Then 10 freed by 4 s: nine surely, over the 4,002 ms from the first send.
         rate.answered(MS * 4000, MS * 4002, true, 9, 20, true);
         assert_eq!(rate.per_unit(), Some((MS * 4002) / 9));
+    }
+
+    /// Lone answers every 100 ms from `from`, each finding one more unit freed than the last
+    /// (a counter of 10 per second freeing evenly), `count` of them, all admitted.
+    fn freeing(rate: &mut FreeRate, from: Duration, count: u32) {
+        for n in 0..count {
+            let sent = from + MS * 100 * n;
+            rate.answered(sent, sent + MS * 2, true, 4, 20, true);
+        }
+    }
+
+    #[test]
+    fn a_pace_found_unsteady_is_tried_again_on_evidence_from_after_it_and_at_most_twice() {
+        let mut rate = FreeRate::default();
+        freeing(&mut rate, Duration::ZERO, 40);
+        assert!(rate.per_unit().is_some(), "measured over 3.9 s");
+        // Two of the first three requests at the pace refused (a burst spent before the pace
+        // left the counter less to free): unsteady.
+        (rate.paced, rate.paced_refused) = (3, 2);
+        assert_eq!(rate.per_unit(), None);
+        // Fresh evidence, until the whole span is from after the verdict: paced again.
+        freeing(&mut rate, MS * 4000, 4);
+        assert_eq!(
+            rate.per_unit(),
+            None,
+            "the span still holds the old evidence"
+        );
+        freeing(&mut rate, MS * 4400, 36);
+        let unit = rate.per_unit().expect("tried again");
+        assert!(unit >= MS * 100 && unit <= MS * 104, "{unit:?}");
+        // Unsteady again, and once more after that: the last trial.
+        (rate.paced, rate.paced_refused) = (3, 2);
+        freeing(&mut rate, MS * 8000, 40);
+        assert!(rate.per_unit().is_some(), "the second trial");
+        (rate.paced, rate.paced_refused) = (3, 2);
+        freeing(&mut rate, MS * 12_000, 80);
+        assert_eq!(rate.per_unit(), None, "no third trial");
     }
 
     /// What Flask-Limiter states for a decision of its sliding window counter at `now`:
