@@ -9,6 +9,7 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+mod learning_grid;
 mod learning_precision;
 mod learning_shapes;
 // Processes that share what they learn through Redis.

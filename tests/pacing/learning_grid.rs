@@ -1,0 +1,565 @@
+//! Shapes with parameters, dialects and task counts that no other test names, so that the
+//! learner is held to the shape and not to the cases it was tuned on: each case is a job on
+//! the paused clock, swept over 8 start phases, and every case's worst run is held to bars.
+//!
+//! The bars are regression bars: what each case reaches, with room for the client's jitter
+//! (the only randomness in these runs), measured over 11 sweeps (`cargo test --features mock
+//! --test pacing learning_grid -- --nocapture` prints each case's spread). Where they are
+//! looser than the issue "polite to limiters it has never seen" asks (3 × 429 stated, 10
+//! silent, 1.05 × the minimum), the case's row says what it reaches. Cases the learner fails
+//! outright are in [`known_failures`], ignored, with what they measure.
+
+use std::num::NonZeroU32;
+use std::time::Duration;
+
+use reqwest_polite::PoliteClientBuilder;
+use reqwest_polite::headers::HeaderDialect;
+use reqwest_polite::limiter::{
+    FixedWindow, LeakyBucket, RateLimiter, SlidingWindowCounter, SlidingWindowLog, TokenBucket,
+};
+use reqwest_polite::mock::{Layer, Partition, RateLimitedApi};
+use reqwest_polite::time::{Rate, TokioClock, UnixClock};
+
+use crate::support::{simulated_sync_job, start_at_phase};
+
+fn near(api: RateLimitedApi) -> RateLimitedApi {
+    api.latency(Duration::from_micros(200), Duration::from_millis(3))
+}
+
+fn api_of(limiter: impl RateLimiter + 'static) -> RateLimitedApi {
+    near(RateLimitedApi::new().layer(Layer::new("global", Partition::Global, limiter)))
+}
+
+fn nz(n: u32) -> NonZeroU32 {
+    NonZeroU32::new(n).unwrap()
+}
+
+fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
+enum Shape {
+    Fixed(u64, Duration),
+    FirstRequest(u64, Duration),
+    Log(u64, Duration),
+    Counter(u64, Duration),
+    Bucket(u32, u32),
+    Leaky(u32, u32),
+}
+
+#[derive(Clone, Copy)]
+enum Says {
+    Ietf,
+    Draft06,
+    X,
+    Silent,
+    RetryAfter,
+}
+
+fn build(shape: &Shape, says: Says) -> RateLimitedApi {
+    let api = match *shape {
+        Shape::Fixed(l, w) => api_of(
+            FixedWindow::new(l, w)
+                .unwrap()
+                .with_clock(TokioClock::new()),
+        ),
+        Shape::FirstRequest(l, w) => api_of(
+            FixedWindow::new(l, w)
+                .unwrap()
+                .anchored_at_first_request()
+                .counting_refused()
+                .with_clock(TokioClock::new()),
+        ),
+        Shape::Log(l, w) => api_of(
+            SlidingWindowLog::new(l, w)
+                .unwrap()
+                .with_clock(TokioClock::new()),
+        ),
+        Shape::Counter(l, w) => api_of(
+            SlidingWindowCounter::new(l, w)
+                .unwrap()
+                .floored()
+                .resetting_at_the_next_unit()
+                .with_clock(UnixClock),
+        )
+        .retry_after_date(),
+        Shape::Bucket(r, b) => api_of(
+            TokenBucket::new(Rate::per_second(nz(r)).with_burst(nz(b)))
+                .with_clock(TokioClock::new()),
+        ),
+        Shape::Leaky(r, b) => api_of(
+            LeakyBucket::new(Rate::per_second(nz(r)).with_burst(nz(b)))
+                .with_clock(TokioClock::new()),
+        ),
+    };
+    match says {
+        Says::Ietf => api,
+        Says::Draft06 => api.dialect(HeaderDialect::Draft06),
+        Says::X => api.dialect(HeaderDialect::XRateLimit),
+        Says::Silent => api.silent(),
+        Says::RetryAfter => api.static_retry_after(Duration::from_secs(1)),
+    }
+}
+
+fn minimum(shape: &Shape, n: u64) -> Duration {
+    match *shape {
+        Shape::Fixed(l, w)
+        | Shape::FirstRequest(l, w)
+        | Shape::Log(l, w)
+        | Shape::Counter(l, w) => w * (n.div_ceil(l) - 1) as u32,
+        Shape::Bucket(r, b) | Shape::Leaky(r, b) => {
+            Duration::from_secs_f64((n - u64::from(b)) as f64 / f64::from(r))
+        }
+    }
+}
+
+/// One job of the grid and its bars: `most` × 429 in all, `late` in the job's second half,
+/// within `ratio` × the quota's minimum.
+struct Case {
+    name: &'static str,
+    shape: Shape,
+    says: Says,
+    requests: u64,
+    tasks: u64,
+    most: usize,
+    late: usize,
+    ratio: f64,
+}
+
+#[allow(clippy::too_many_arguments)]
+const fn case(
+    name: &'static str,
+    shape: Shape,
+    says: Says,
+    requests: u64,
+    tasks: u64,
+    most: usize,
+    late: usize,
+    ratio: f64,
+) -> Case {
+    Case {
+        name,
+        shape,
+        says,
+        requests,
+        tasks,
+        most,
+        late,
+        ratio,
+    }
+}
+
+/// Runs every case over `phases` start phases; fails with every case over a bar.
+async fn sweep(cases: Vec<Case>, phases: u64) {
+    let only = std::env::var("ONLY").ok();
+    let mut failures = Vec::new();
+    for case in cases {
+        if only.as_deref().is_some_and(|o| !case.name.contains(o)) {
+            continue;
+        }
+        let (name, shape, says, n, tasks) =
+            (case.name, &case.shape, case.says, case.requests, case.tasks);
+        let min = minimum(shape, n);
+        let (mut most, mut late, mut worst, mut best, mut slowest) = (0, 0, 0f64, f64::MAX, 0f64);
+        for phase in 0..phases {
+            let phase = Duration::from_millis(1000 * phase / phases);
+            start_at_phase(phase).await;
+            let responder = build(shape, says).responder().expect("a valid mock");
+            let run = simulated_sync_job(PoliteClientBuilder::new(), &responder, tasks, n).await;
+            let ratio = run.elapsed.as_secs_f64() / min.as_secs_f64();
+            if std::env::var("TIMELINE").is_ok() {
+                println!(
+                    "{name} @ {phase:?}: {ratio:.3} × the minimum, {} × 429: {}",
+                    run.rejected,
+                    run.timeline()
+                );
+            }
+            most = most.max(run.rejected);
+            late = late.max(run.rejected_second_half());
+            worst = worst.max(ratio);
+            best = best.min(ratio);
+            slowest = slowest.max(run.slowest.as_secs_f64());
+        }
+        println!(
+            "{name}: {n} requests from {tasks} tasks in {best:.2}-{worst:.2} × the minimum, at \
+             most {most} × 429 ({late} in the second half), slowest request {slowest:.1} s"
+        );
+        if most > case.most || late > case.late || worst > case.ratio {
+            failures.push(format!(
+                "{name}: {most} × 429 (at most {}), {late} late (at most {}), {worst:.3} × the \
+                 minimum (at most {})",
+                case.most, case.late, case.ratio
+            ));
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "over the bars:\n{}",
+        failures.join("\n")
+    );
+}
+
+// Each case's bars: the worst of 11 sweeps of 8 phases, with room: 3
+// more × 429 for a stated quota and 4 for a silent one, 2 more in the second half, 0.03 × more
+// time (1.05 × at the least).
+#[tokio::test(start_paused = true)]
+async fn shapes_and_parameters_named_nowhere_else() {
+    let cases = vec![
+        case(
+            "fixed 5/1s ietf",
+            Shape::Fixed(5, ms(1000)),
+            Says::Ietf,
+            300,
+            10,
+            5,
+            4,
+            1.06,
+        ),
+        case(
+            "fixed 60/10s ietf",
+            Shape::Fixed(60, ms(10000)),
+            Says::Ietf,
+            600,
+            10,
+            3,
+            2,
+            1.05,
+        ),
+        case(
+            "fixed 10/1s x",
+            Shape::Fixed(10, ms(1000)),
+            Says::X,
+            600,
+            10,
+            7,
+            2,
+            1.05,
+        ),
+        case(
+            "fixed 50/5s x",
+            Shape::Fixed(50, ms(5000)),
+            Says::X,
+            600,
+            10,
+            8,
+            3,
+            1.05,
+        ),
+        case(
+            "fixed 12/3s draft06",
+            Shape::Fixed(12, ms(3000)),
+            Says::Draft06,
+            300,
+            10,
+            3,
+            2,
+            1.05,
+        ),
+        case(
+            "first 5/1s x",
+            Shape::FirstRequest(5, ms(1000)),
+            Says::X,
+            300,
+            10,
+            8,
+            4,
+            1.05,
+        ),
+        case(
+            "first 40/4s ietf",
+            Shape::FirstRequest(40, ms(4000)),
+            Says::Ietf,
+            600,
+            10,
+            3,
+            2,
+            1.05,
+        ),
+        case(
+            "log 5/1s x",
+            Shape::Log(5, ms(1000)),
+            Says::X,
+            300,
+            10,
+            9,
+            2,
+            1.06,
+        ),
+        case(
+            "log 30/3s x",
+            Shape::Log(30, ms(3000)),
+            Says::X,
+            600,
+            10,
+            10,
+            2,
+            1.05,
+        ),
+        case(
+            "counter 30/3s x",
+            Shape::Counter(30, ms(3000)),
+            Says::X,
+            600,
+            10,
+            13,
+            2,
+            1.12,
+        ),
+        case(
+            "bucket 3/s b10 ietf",
+            Shape::Bucket(3, 10),
+            Says::Ietf,
+            300,
+            10,
+            9,
+            6,
+            1.05,
+        ),
+        case(
+            "silent fixed 5/1s",
+            Shape::Fixed(5, ms(1000)),
+            Says::Silent,
+            300,
+            10,
+            19,
+            3,
+            1.08,
+        ),
+        case(
+            "silent fixed 60/10s",
+            Shape::Fixed(60, ms(10000)),
+            Says::Silent,
+            600,
+            10,
+            21,
+            10,
+            1.05,
+        ),
+        case(
+            "silent fixed 30/3s",
+            Shape::Fixed(30, ms(3000)),
+            Says::Silent,
+            600,
+            10,
+            17,
+            5,
+            1.06,
+        ),
+        case(
+            "silent first 10/1s",
+            Shape::FirstRequest(10, ms(1000)),
+            Says::Silent,
+            600,
+            10,
+            14,
+            2,
+            1.1,
+        ),
+        case(
+            "silent log 5/1s",
+            Shape::Log(5, ms(1000)),
+            Says::Silent,
+            300,
+            10,
+            14,
+            2,
+            1.09,
+        ),
+        case(
+            "silent log 30/3s",
+            Shape::Log(30, ms(3000)),
+            Says::Silent,
+            600,
+            10,
+            16,
+            2,
+            1.14,
+        ),
+        case(
+            "silent bucket 5/s b1",
+            Shape::Bucket(5, 1),
+            Says::Silent,
+            300,
+            10,
+            14,
+            2,
+            1.09,
+        ),
+        case(
+            "silent bucket 25/s b50",
+            Shape::Bucket(25, 50),
+            Says::Silent,
+            600,
+            10,
+            18,
+            5,
+            1.07,
+        ),
+        case(
+            "silent bucket 3/s b10",
+            Shape::Bucket(3, 10),
+            Says::Silent,
+            300,
+            10,
+            23,
+            3,
+            1.06,
+        ),
+        case(
+            "silent leaky 2/s",
+            Shape::Leaky(2, 1),
+            Says::Silent,
+            200,
+            10,
+            14,
+            2,
+            1.1,
+        ),
+        case(
+            "silent leaky 25/s",
+            Shape::Leaky(25, 1),
+            Says::Silent,
+            600,
+            10,
+            11,
+            2,
+            1.16,
+        ),
+        case(
+            "ra1 bucket 5/s b5",
+            Shape::Bucket(5, 5),
+            Says::RetryAfter,
+            300,
+            10,
+            15,
+            3,
+            1.1,
+        ),
+        case(
+            "ra1 fixed 10/1s",
+            Shape::Fixed(10, ms(1000)),
+            Says::RetryAfter,
+            600,
+            10,
+            22,
+            7,
+            1.15,
+        ),
+        case(
+            "silent fixed 10/1s 1 task",
+            Shape::Fixed(10, ms(1000)),
+            Says::Silent,
+            300,
+            1,
+            18,
+            4,
+            1.07,
+        ),
+        case(
+            "silent fixed 20/2s 50 tasks",
+            Shape::Fixed(20, ms(2000)),
+            Says::Silent,
+            600,
+            50,
+            19,
+            5,
+            1.08,
+        ),
+        case(
+            "x fixed 20/2s 50 tasks",
+            Shape::Fixed(20, ms(2000)),
+            Says::X,
+            600,
+            50,
+            9,
+            2,
+            1.05,
+        ),
+        case(
+            "silent bucket 10/s b20 50 tasks",
+            Shape::Bucket(10, 20),
+            Says::Silent,
+            600,
+            50,
+            18,
+            3,
+            1.05,
+        ),
+    ];
+    sweep(cases, 8).await;
+}
+
+/// Cases the learner fails, with what they measure (worst run over 8 phases), held to the
+/// issue's bars so that a fix shows here: `cargo test --features mock --test pacing
+/// known_failures -- --include-ignored --nocapture`.
+/// - A stated sliding counter of 10 per 1 s (Flask-Limiter's shape): 56 × 429, 27 late,
+///   1.83 × the minimum. Its windows alternate: every other one comes back whole (the last
+///   spent only the one request an early probe found), so no span of lone answers grows long
+///   enough to measure the pace, and the first answer of each roll finds the quota whole, so
+///   it is never taken for a quota that frees a unit at a time.
+/// - A stated token bucket of 5 per second with a burst of 1 in IETF headers: 0 × 429 but
+///   5.1 × the minimum: the mock states `q=1;w=1` (its window, 200 ms, rounded up to a whole
+///   second), and the client keeps to the stated window.
+/// - A token bucket of 25 per second with a burst of 50 stating `X-RateLimit-*`: 12 × 429,
+///   5 late, 1.5 × the minimum (the reset it states is when the bucket is full again).
+/// - A sliding log of 12 per 1.2 s in IETF headers: 0 × 429, 1.69 × (the window is stated as
+///   2 s, rounded up, and the client keeps to it).
+/// - A silent sliding counter of 20 per 2 s: 18-25 × 429 and, from one sweep to the next, 1.15
+///   to 1.43 × the minimum at its worst phase.
+#[tokio::test(start_paused = true)]
+#[ignore = "known failures (issue 17): see the doc comment for what each measures"]
+async fn known_failures() {
+    let cases = vec![
+        case(
+            "silent counter 20/2s",
+            Shape::Counter(20, ms(2000)),
+            Says::Silent,
+            600,
+            10,
+            10,
+            0,
+            1.05,
+        ),
+        case(
+            "log 12/1.2s ietf",
+            Shape::Log(12, ms(1200)),
+            Says::Ietf,
+            600,
+            10,
+            3,
+            0,
+            1.05,
+        ),
+        case(
+            "counter 10/1s x",
+            Shape::Counter(10, ms(1000)),
+            Says::X,
+            600,
+            10,
+            3,
+            0,
+            1.05,
+        ),
+        case(
+            "bucket 5/s b1 ietf",
+            Shape::Bucket(5, 1),
+            Says::Ietf,
+            300,
+            10,
+            3,
+            0,
+            1.05,
+        ),
+        case(
+            "bucket 25/s b50 x",
+            Shape::Bucket(25, 50),
+            Says::X,
+            600,
+            10,
+            3,
+            0,
+            1.05,
+        ),
+    ];
+    sweep(cases, 8).await;
+}
