@@ -7,19 +7,21 @@
 # table on stdout. Progress goes to stderr.
 #
 # Usage: scripts/acceptance.sh [--quick] [--requests N] [--concurrency C] [--only NAME[,NAME]]
-#                              [--server SPEC]... [--clients LIST] [--timeout S]
+#                              [--panel] [--server SPEC]... [--clients LIST] [--timeout S]
 #                              [--keep DIR] [--list]
 #   --quick         120 requests a job (a smoke run); the default is 600
 #   --requests N    requests a job (for a server that names no count of its own);
 #   --concurrency C tasks sending them (default 10)
 #   --only NAMES    only these servers (see --list);  --clients  default,reqwest-retry,governor
+#   --panel         the servers of PANEL instead of SERVERS: other parameters and strategies, each
+#                   with its own request count (about 50 s at the quota, tens of windows)
 #   --server SPEC   an ad-hoc server, a line in the format of SERVERS (below), e.g.
 #                   'ex-7|express|fixed window|7 per 2 s|1|window 7 2|7 2000 draft-7|210';
 #                   repeatable. Ad-hoc servers run alone: without --only, no server of the list
 #                   runs; with it, the ones it names run too. --list shows them with the list.
 #   --timeout S     the most one job may take (default 300 s)
 #   --keep DIR      keep each job's raw output (client JSON, server log) in DIR
-#   --list          the servers and exit
+#   --list          the servers (of PANEL with --panel) and exit
 # Exit: 0 when the default client meets every bar, 3 when it misses one, 1 when something could
 # not be installed, built or started.
 #
@@ -61,6 +63,23 @@ SERVERS=(
     "nginx-burst-ra|nginx|GCRA, burst=20 nodelay, Retry-After: 1|10 r/s + 20|0|rate 10 20|10r/s 20 1"
     "token-bucket|tokenbucket|token bucket, bare 429|13 r/s, 6 at once|0|rate 13 5|13 6"
 )
+# Parameters and strategies that none of SERVERS uses, so that no parameter is tuned to; each
+# job about 50 s at the quota's minimum (the report's "minimum") and tens of windows long.
+PANEL=(
+    "flask-fixed-25per3s|flask|fixed window from the key's first hit|25 per 3 s|1|window 25 3|25 3 fixed-window headers|450"
+    "flask-fixed-bare-11per2s|flask|fixed window from the key's first hit, bare 429|11 per 2 s|0|window 11 2|11 2 fixed-window none|300"
+    "express-draft8-5per1s|express|fixed window from the client's first request|5 per 1 s|1|window 5 1|5 1000 draft-8|250"
+    "express-bare-12per3s|express|fixed window from the client's first request, bare 429|12 per 3 s|0|window 12 3|12 3000 none|200"
+    "express-draft7-8per2s|express|fixed window from the client's first request, draft-7 RateLimit|8 per 2 s|1|window 8 2|8 2000 draft-7|240"
+    "express-legacy-15per2s|express|fixed window from the client's first request, X-RateLimit-*|15 per 2 s|1|window 15 2|15 2000 legacy|375"
+    "flask-moving-10per1s|flask|moving window (sliding log)|10 per 1 s|1|window 10 1|10 1 moving-window headers|500"
+    "flask-counter-10per1s|flask|sliding window counter (clock-aligned windows)|10 per 1 s|1|window 10 1|10 1 sliding-window-counter headers|500"
+    "flask-counter-30per3s|flask|sliding window counter (clock-aligned windows)|30 per 3 s|1|window 30 3|30 3 sliding-window-counter headers|600"
+    "nginx-5rs|nginx|GCRA, no burst, bare 429|5 r/s|0|rate 5 0|5r/s 0 none|250"
+    "nginx-25rs-burst50|nginx|GCRA, burst=50 nodelay, bare 429|25 r/s + 50|0|rate 25 50|25r/s 50 none|1300"
+    "nginx-3rs-burst10-ra2|nginx|GCRA, burst=10 nodelay, Retry-After: 2|3 r/s + 10|0|rate 3 10|3r/s 10 2|160"
+    "token-bucket-7rs-cap3|tokenbucket|token bucket, bare 429|7 r/s, 3 at once|0|rate 7 2|7 3|350"
+)
 
 requests=600
 concurrency=10
@@ -68,6 +87,7 @@ only=""
 clients="default,reqwest-retry,governor"
 job_timeout=300
 keep=""
+panel=""
 list=""
 adhoc=()
 while [ $# -gt 0 ]; do
@@ -79,6 +99,7 @@ while [ $# -gt 0 ]; do
         --clients) clients=${2:?--clients needs client names}; shift ;;
         --timeout) job_timeout=${2:?--timeout needs seconds}; shift ;;
         --keep) keep=${2:?--keep needs a folder}; shift ;;
+        --panel) panel=1 ;;
         --server) adhoc+=("${2:?--server needs a spec (see --help)}"); shift ;;
         --list) list=1 ;;
         -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
@@ -103,7 +124,7 @@ is_count() { [[ $1 =~ ^[1-9][0-9]*$ ]]; }
 is_count_or_zero() { [[ $1 =~ ^(0|[1-9][0-9]*)$ ]]; }
 is_positive() { [[ $1 =~ ^[0-9]+(\.[0-9]+)?$ && $1 =~ [1-9] ]]; }
 
-# spec_problem LINE: prints what is wrong with a server line (SERVERS or --server), or
+# spec_problem LINE: prints what is wrong with a server line (SERVERS, PANEL or --server), or
 # nothing when it is sound: its fields, the runner's arguments, and the model (which the report's
 # minimum and the governor's flags come from) and the states field (which picks the 429 bar)
 # agreeing with what the runner is asked to do.
@@ -177,8 +198,13 @@ spec_problem() {
     fi
 }
 
-list_name=SERVERS
-servers=("${SERVERS[@]}")
+if [ -n "$panel" ]; then
+    list_name=PANEL
+    servers=("${PANEL[@]}")
+else
+    list_name=SERVERS
+    servers=("${SERVERS[@]}")
+fi
 for line in "${servers[@]}"; do
     problem=$(spec_problem "$line")
     [ -z "$problem" ] || { echo "acceptance.sh: a $list_name line ${line%%|*}: $problem" >&2; exit 1; }
