@@ -7,12 +7,21 @@
 # table on stdout. Progress goes to stderr.
 #
 # Usage: scripts/acceptance.sh [--quick] [--requests N] [--concurrency C] [--only NAME[,NAME]]
-#                              [--clients LIST] [--timeout S] [--keep DIR] [--list]
+#                              [--panel] [--server SPEC]... [--clients LIST] [--timeout S]
+#                              [--keep DIR] [--list]
 #   --quick         120 requests a job (a smoke run); the default is 600
-#   --requests N    requests a job;  --concurrency C  tasks sending them (default 10)
+#   --requests N    requests a job (for a server that names no count of its own);
+#   --concurrency C tasks sending them (default 10)
 #   --only NAMES    only these servers (see --list);  --clients  default,reqwest-retry,governor
+#   --panel         the servers of PANEL instead of SERVERS: other parameters and strategies, each
+#                   with its own request count (about 50 s at the quota, tens of windows)
+#   --server SPEC   an ad-hoc server, a line in the format of SERVERS (below), e.g.
+#                   'ex-7|express|fixed window|7 per 2 s|1|window 7 2|7 2000 draft-7|210';
+#                   repeatable. Ad-hoc servers run alone: without --only, no server of the list
+#                   runs; with it, the ones it names run too. --list shows them with the list.
 #   --timeout S     the most one job may take (default 300 s)
 #   --keep DIR      keep each job's raw output (client JSON, server log) in DIR
+#   --list          the servers (of PANEL with --panel) and exit
 # Exit: 0 when the default client meets every bar, 3 when it misses one, 1 when something could
 # not be installed, built or started.
 #
@@ -21,13 +30,28 @@
 # reqwest-polite-acceptance (nothing lands in the repository).
 set -euo pipefail
 
-command_line="scripts/acceptance.sh${*:+ $*}"
+# The command as typed, an argument with spaces or quotes (a --server spec) in single quotes.
+command_line="scripts/acceptance.sh"
+for arg in "$@"; do
+    if [[ $arg =~ ^[A-Za-z0-9_./,=:+-]+$ ]]; then
+        command_line+=" $arg"
+    else
+        command_line+=" '${arg//\'/\'\\\'\'}'"
+    fi
+done
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 HERE=$ROOT/scripts/acceptance
 CACHE=${XDG_CACHE_HOME:-$HOME/.cache}/reqwest-polite-acceptance
 
 # name|runner|shape|quota shown|states its quota (1/0)|model and parameters|runner's arguments
+#   [|requests]
 # model: "window Q W" (Q per W seconds) or "rate R B" (R per second, B more at once).
+# runner's arguments, by runner (checked against the model, see spec_problem):
+#   express      LIMIT WINDOW_MS draft-6|draft-7|draft-8|legacy|none
+#   flask        LIMIT WINDOW_S moving-window|sliding-window-counter|fixed-window headers|none
+#   nginx        RATE (Nr/s or Nr/m) BURST (0: none) RETRY_AFTER (seconds, or none)
+#   tokenbucket  RATE CAPACITY (the model's B is CAPACITY - 1)
+# requests: the job's request count; empty or left out, the --requests value.
 SERVERS=(
     "express-draft8|express|fixed window from the client's first request|20 per 2 s|1|window 20 2|20 2000 draft-8"
     "express-bare|express|fixed window from the client's first request, bare 429|20 per 2 s|0|window 20 2|20 2000 none"
@@ -39,6 +63,23 @@ SERVERS=(
     "nginx-burst-ra|nginx|GCRA, burst=20 nodelay, Retry-After: 1|10 r/s + 20|0|rate 10 20|10r/s 20 1"
     "token-bucket|tokenbucket|token bucket, bare 429|13 r/s, 6 at once|0|rate 13 5|13 6"
 )
+# Parameters and strategies that none of SERVERS uses, so that no parameter is tuned to; each
+# job about 50 s at the quota's minimum (the report's "minimum") and tens of windows long.
+PANEL=(
+    "flask-fixed-25per3s|flask|fixed window from the key's first hit|25 per 3 s|1|window 25 3|25 3 fixed-window headers|450"
+    "flask-fixed-bare-11per2s|flask|fixed window from the key's first hit, bare 429|11 per 2 s|0|window 11 2|11 2 fixed-window none|300"
+    "express-draft8-5per1s|express|fixed window from the client's first request|5 per 1 s|1|window 5 1|5 1000 draft-8|250"
+    "express-bare-12per3s|express|fixed window from the client's first request, bare 429|12 per 3 s|0|window 12 3|12 3000 none|200"
+    "express-draft7-8per2s|express|fixed window from the client's first request, draft-7 RateLimit|8 per 2 s|1|window 8 2|8 2000 draft-7|240"
+    "express-legacy-15per2s|express|fixed window from the client's first request, X-RateLimit-*|15 per 2 s|1|window 15 2|15 2000 legacy|375"
+    "flask-moving-10per1s|flask|moving window (sliding log)|10 per 1 s|1|window 10 1|10 1 moving-window headers|500"
+    "flask-counter-10per1s|flask|sliding window counter (clock-aligned windows)|10 per 1 s|1|window 10 1|10 1 sliding-window-counter headers|500"
+    "flask-counter-30per3s|flask|sliding window counter (clock-aligned windows)|30 per 3 s|1|window 30 3|30 3 sliding-window-counter headers|600"
+    "nginx-5rs|nginx|GCRA, no burst, bare 429|5 r/s|0|rate 5 0|5r/s 0 none|250"
+    "nginx-25rs-burst50|nginx|GCRA, burst=50 nodelay, bare 429|25 r/s + 50|0|rate 25 50|25r/s 50 none|1300"
+    "nginx-3rs-burst10-ra2|nginx|GCRA, burst=10 nodelay, Retry-After: 2|3 r/s + 10|0|rate 3 10|3r/s 10 2|160"
+    "token-bucket-7rs-cap3|tokenbucket|token bucket, bare 429|7 r/s, 3 at once|0|rate 7 2|7 3|350"
+)
 
 requests=600
 concurrency=10
@@ -46,6 +87,9 @@ only=""
 clients="default,reqwest-retry,governor"
 job_timeout=300
 keep=""
+panel=""
+list=""
+adhoc=()
 while [ $# -gt 0 ]; do
     case $1 in
         --quick) requests=120 ;;
@@ -55,12 +99,9 @@ while [ $# -gt 0 ]; do
         --clients) clients=${2:?--clients needs client names}; shift ;;
         --timeout) job_timeout=${2:?--timeout needs seconds}; shift ;;
         --keep) keep=${2:?--keep needs a folder}; shift ;;
-        --list)
-            for line in "${SERVERS[@]}"; do
-                IFS='|' read -r name _ shape quota _ <<<"$line"
-                printf '%-18s %-18s %s\n' "$name" "$quota" "$shape"
-            done
-            exit 0 ;;
+        --panel) panel=1 ;;
+        --server) adhoc+=("${2:?--server needs a spec (see --help)}"); shift ;;
+        --list) list=1 ;;
         -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
         *) echo "acceptance.sh: unknown argument $1 (see --help)" >&2; exit 1 ;;
     esac
@@ -75,19 +116,132 @@ for client in ${clients//,/ }; do
     esac
 done
 
-selected=()
-for line in "${SERVERS[@]}"; do
-    name=${line%%|*}
-    if [ -z "$only" ] || [[ ",$only," == *",$name,"* ]]; then
-        selected+=("$line")
+# numbers_equal X Y [K]: X × K is Y (K 1 when left out), as numbers.
+numbers_equal() {
+    awk -v x="$1" -v y="$2" -v k="${3:-1}" 'BEGIN { d = x * k - y; exit !(d < 1e-6 && d > -1e-6) }'
+}
+is_count() { [[ $1 =~ ^[1-9][0-9]*$ ]]; }
+is_count_or_zero() { [[ $1 =~ ^(0|[1-9][0-9]*)$ ]]; }
+is_positive() { [[ $1 =~ ^[0-9]+(\.[0-9]+)?$ && $1 =~ [1-9] ]]; }
+
+# spec_problem LINE: prints what is wrong with a server line (SERVERS, PANEL or --server), or
+# nothing when it is sound: its fields, the runner's arguments, and the model (which the report's
+# minimum and the governor's flags come from) and the states field (which picks the 429 bar)
+# agreeing with what the runner is asked to do.
+spec_problem() {
+    local line=$1 bars name runner shape quota states model_args runner_args job_requests
+    local model a b x y z rest
+    bars=${line//[^|]/}
+    if [[ $line == *$'\n'* ]] || { [ "${#bars}" -ne 6 ] && [ "${#bars}" -ne 7 ]; }; then
+        echo "needs 7 or 8 fields on one line, name|runner|shape|quota shown|states (1/0)|model and parameters|runner's arguments[|requests]; it has $((${#bars} + 1))"
+        return
     fi
+    IFS='|' read -r name runner shape quota states model_args runner_args job_requests <<<"$line"
+    [[ $name =~ ^[A-Za-z0-9][A-Za-z0-9._-]*$ ]] \
+        || { echo "name '$name': letters, digits, '.', '_' and '-' only"; return; }
+    [ -n "${shape// /}" ] || { echo "the shape (field 3) is empty"; return; }
+    [ -n "${quota// /}" ] || { echo "the quota shown (field 4) is empty"; return; }
+    [[ $states == [01] ]] || { echo "states its quota (field 5) is '$states', not 1 or 0"; return; }
+    if [ -n "$job_requests" ] && ! is_count "$job_requests"; then
+        echo "requests (field 8) is '$job_requests', not a count (or empty for --requests)"; return
+    fi
+    read -r model a b rest <<<"$model_args"
+    case $model in
+        window)
+            { is_count "$a" && is_positive "$b" && [ -z "$rest" ]; } \
+                || { echo "model '$model_args': a window is 'window Q W', Q a count, W seconds > 0"; return; } ;;
+        rate)
+            { is_positive "$a" && is_count_or_zero "$b" && [ -z "$rest" ]; } \
+                || { echo "model '$model_args': a rate is 'rate R B', R per second > 0, B a count or 0"; return; } ;;
+        *) echo "model '$model_args': 'window Q W' or 'rate R B'"; return ;;
+    esac
+    read -r x y z rest <<<"$runner_args"
+    case $runner in
+        express)
+            { is_count "$x" && is_count "$y" && [[ $z =~ ^(draft-6|draft-7|draft-8|legacy|none)$ ]] \
+                && [ -z "$rest" ]; } \
+                || { echo "express's arguments '$runner_args': LIMIT WINDOW_MS draft-6|draft-7|draft-8|legacy|none"; return; }
+            { [ "$model" = window ] && [ "$a" = "$x" ] && numbers_equal "$b" "$y" 1000; } \
+                || { echo "model '$model_args' is not express's $x per $y ms (window $x $(awk -v y="$y" 'BEGIN { print y / 1000 }'))"; return; }
+            ;;
+        flask)
+            { is_count "$x" && is_count "$y" \
+                && [[ $z =~ ^(moving-window|sliding-window-counter|fixed-window)$ ]] \
+                && [[ $rest =~ ^(headers|none)$ ]]; } \
+                || { echo "flask's arguments '$runner_args': LIMIT WINDOW_S (whole seconds) moving-window|sliding-window-counter|fixed-window headers|none"; return; }
+            { [ "$model" = window ] && [ "$a" = "$x" ] && numbers_equal "$b" "$y"; } \
+                || { echo "model '$model_args' is not Flask-Limiter's $x per $y s (window $x $y)"; return; }
+            ;;
+        nginx)
+            { [[ $x =~ ^[1-9][0-9]*r/[sm]$ ]] && is_count_or_zero "$y" \
+                && [[ $z =~ ^(none|[1-9][0-9]*)$ ]] && [ -z "$rest" ]; } \
+                || { echo "nginx's arguments '$runner_args': RATE (Nr/s or Nr/m) BURST (0 for none) RETRY_AFTER (seconds or none)"; return; }
+            local per=1
+            [[ $x == */m ]] && per=60
+            { [ "$model" = rate ] && numbers_equal "$a" "${x%r/*}" "$per" && [ "$b" = "$y" ]; } \
+                || { echo "model '$model_args' is not nginx's $x with burst $y (rate $(awk -v n="${x%r/*}" -v p="$per" 'BEGIN { print n / p }') $y)"; return; }
+            ;;
+        tokenbucket)
+            { is_positive "$x" && is_count "$y" && [ -z "$z" ]; } \
+                || { echo "tokenbucket's arguments '$runner_args': RATE (per second) CAPACITY"; return; }
+            { [ "$model" = rate ] && numbers_equal "$a" "$x" && [ "$b" = $((y - 1)) ]; } \
+                || { echo "model '$model_args' is not a bucket of $y filling at $x/s (rate $x $((y - 1)))"; return; }
+            ;;
+        *) echo "runner '$runner': express, flask, nginx or tokenbucket"; return ;;
+    esac
+    local headers=none
+    case $runner in express) headers=$z ;; flask) headers=$rest ;; esac
+    if [ "$headers" = none ] && [ "$states" = 1 ]; then
+        echo "states its quota is 1, but $runner with these arguments sends no quota (a bare 429, or a static Retry-After)"
+    elif [ "$headers" != none ] && [ "$states" = 0 ]; then
+        echo "states its quota is 0, but $runner with '$headers' sends its quota in headers"
+    fi
+}
+
+if [ -n "$panel" ]; then
+    list_name=PANEL
+    servers=("${PANEL[@]}")
+else
+    list_name=SERVERS
+    servers=("${SERVERS[@]}")
+fi
+for line in "${servers[@]}"; do
+    problem=$(spec_problem "$line")
+    [ -z "$problem" ] || { echo "acceptance.sh: a $list_name line ${line%%|*}: $problem" >&2; exit 1; }
+done
+names=" $(printf '%s\n' "${servers[@]}" | cut -d'|' -f1 | tr '\n' ' ')"
+for line in "${adhoc[@]}"; do
+    problem=$(spec_problem "$line")
+    [ -z "$problem" ] || { echo "acceptance.sh: --server '$line': $problem" >&2; exit 1; }
+    name=${line%%|*}
+    [[ $names != *" $name "* ]] \
+        || { echo "acceptance.sh: --server '$line': the name $name is taken (see --list)" >&2; exit 1; }
+    names+="$name "
 done
 if [ -n "$only" ]; then
     for name in ${only//,/ }; do
-        printf '%s\n' "${SERVERS[@]}" | grep -q "^$name|" \
-            || { echo "acceptance.sh: no server $name (see --list)" >&2; exit 1; }
+        [[ $names == *" $name "* ]] \
+            || { echo "acceptance.sh: no server $name in $list_name or --server (see --list)" >&2; exit 1; }
     done
 fi
+
+if [ -n "$list" ]; then
+    for line in "${servers[@]}" "${adhoc[@]}"; do
+        IFS='|' read -r name _ shape quota _ _ _ job_requests <<<"$line"
+        printf '%-26s %-18s %5s  %s\n' "$name" "$quota" "${job_requests:-$requests}" "$shape"
+    done
+    exit 0
+fi
+
+# The ad-hoc servers run alone, with the list's servers that --only names.
+selected=()
+for line in "${servers[@]}"; do
+    name=${line%%|*}
+    if { [ -z "$only" ] && [ "${#adhoc[@]}" = 0 ]; } || [[ ",$only," == *",$name,"* ]]; then
+        selected+=("$line")
+    fi
+done
+selected+=("${adhoc[@]}")
 
 say() { echo "acceptance: $*" >&2; }
 die() { echo "acceptance: $*" >&2; exit 1; }
@@ -261,7 +415,8 @@ started=$SECONDS
 started_at=$(date -u '+%Y-%m-%d %H:%M UTC')
 job_number=0
 for line in "${selected[@]}"; do
-    IFS='|' read -r name runner shape quota states model_args runner_args <<<"$line"
+    IFS='|' read -r name runner shape quota states model_args runner_args job_requests <<<"$line"
+    job_requests=${job_requests:-$requests}
     read -r model a b <<<"$model_args"
     for client in ${clients//,/ }; do
         job_number=$((job_number + 1))
@@ -273,12 +428,12 @@ for line in "${selected[@]}"; do
             governor) flags=$(governor_flags "$model" "$a" "$b") ;;
         esac
         start_server "$runner" "$runner_args" "$dir"
-        say "$name ($quota) × $client: $requests requests, $concurrency tasks${flags:+ ($flags)}"
+        say "$name ($quota) × $client: $job_requests requests, $concurrency tasks${flags:+ ($flags)}"
         job_started=$SECONDS
         # In the background and waited for, so a signal to the script ends the job at once.
         # shellcheck disable=SC2086 # flags are words
         timeout "$job_timeout" "$fetch" "http://127.0.0.1:$port/items/{i}" \
-            --requests "$requests" --concurrency "$concurrency" --json $flags \
+            --requests "$job_requests" --concurrency "$concurrency" --json $flags \
             >"$dir/client.out" 2>"$dir/client.err" </dev/null &
         client_pid=$!
         exit_code=0
@@ -292,16 +447,21 @@ for line in "${selected[@]}"; do
             die "polite_fetch exited $exit_code on $name × $client"
         fi
         say "  $(head -1 "$dir/client.out" 2>/dev/null) ($((SECONDS - job_started)) s)"
-        python3 - "$dir/job.json" <<EOF
+        # Each value as an argument, so that a --server's text needs no quoting.
+        python3 - "$dir/job.json" "$name" "$runner" "$shape" "$quota" "$states" "$model" "$a" "$b" \
+            "$job_requests" "$concurrency" "$client" "$flags" "$exit_code" <<'EOF'
 import json, sys
-job = {"server": "$name", "runner": "$runner", "shape": "$shape", "quota": "$quota",
-       "states_quota": $states == 1, "model": "$model", "requests": $requests,
-       "concurrency": $concurrency, "client": "$client", "flags": "$flags", "exit": $exit_code}
-if job["model"] == "window":
-    job.update(q=$a, w=$b)
+(path, server, runner, shape, quota, states, model, a, b, requests, concurrency, client, flags,
+ exit_code) = sys.argv[1:]
+number = lambda text: int(text) if text.isdigit() else float(text)
+job = {"server": server, "runner": runner, "shape": shape, "quota": quota,
+       "states_quota": states == "1", "model": model, "requests": int(requests),
+       "concurrency": int(concurrency), "client": client, "flags": flags, "exit": int(exit_code)}
+if model == "window":
+    job.update(q=number(a), w=number(b))
 else:
-    job.update(r=$a, b=$b)
-json.dump(job, open(sys.argv[1], "w"))
+    job.update(r=number(a), b=number(b))
+json.dump(job, open(path, "w"))
 EOF
     done
 done
@@ -322,8 +482,14 @@ print('token-bucket', v('token-bucket') + ', waitress', v('waitress'))" ;;
 }
 echo "# Acceptance against third-party rate limiters (scripts/acceptance.sh)"
 echo
-echo "started $started_at, commit $(git -C "$ROOT" rev-parse --short HEAD)$(git -C "$ROOT" diff --quiet HEAD -- src examples 2>/dev/null || echo ' (with uncommitted changes)'), $(nproc) cores;"
-echo "\`$command_line\`: $requests requests from $concurrency tasks a job; a fresh limiter for every job."
+echo "started $started_at, commit $(git -C "$ROOT" rev-parse --short HEAD) (src/ and examples/ as of $(git -C "$ROOT" log -1 --format=%h -- src examples))$(git -C "$ROOT" diff --quiet HEAD -- src examples 2>/dev/null || echo ' (with uncommitted changes)'), $(nproc) cores;"
+own_counts=$(printf '%s\n' "${selected[@]}" | cut -d'|' -f8 | grep -c . || true)
+if [ "$own_counts" = 0 ]; then
+    job_note="$requests requests"
+else
+    job_note="each server's own request count (column job; $requests where it names none)"
+fi
+echo "\`$command_line\`: $job_note from $concurrency tasks a job; a fresh limiter for every job."
 for runner in $runners; do
     echo "- $runner: $(versions "$runner")"
 done

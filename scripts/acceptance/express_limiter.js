@@ -2,15 +2,19 @@
 // the harness's own (/__ready, /__log), counted per client IP in the default MemoryStore (a
 // fixed window that starts at the client's first request).
 //
-// node express_limiter.js PORT LIMIT WINDOW_MS draft-8|none
+// node express_limiter.js PORT LIMIT WINDOW_MS draft-6|draft-7|draft-8|legacy|none
+//   draft-N: the IETF draft's RateLimit headers (standardHeaders) and Retry-After on a 429;
+//   legacy: X-RateLimit-Limit/-Remaining/-Reset (reset in epoch seconds) and Retry-After;
+//   none: a bare 429.
 'use strict';
 
 const express = require('express');
 const { rateLimit } = require('express-rate-limit');
 
 const [port, limit, windowMs, headers] = process.argv.slice(2);
-if (!port || !limit || !windowMs || !['draft-8', 'none'].includes(headers)) {
-    console.error('usage: node express_limiter.js PORT LIMIT WINDOW_MS draft-8|none');
+const HEADERS = ['draft-6', 'draft-7', 'draft-8', 'legacy', 'none'];
+if (!port || !limit || !windowMs || !HEADERS.includes(headers)) {
+    console.error(`usage: node express_limiter.js PORT LIMIT WINDOW_MS ${HEADERS.join('|')}`);
     process.exit(2);
 }
 
@@ -27,9 +31,9 @@ app.use(
     rateLimit({
         windowMs: Number(windowMs),
         limit: Number(limit),
-        // 'none': a bare 429 (with neither header family, the library sends no Retry-After).
-        standardHeaders: headers === 'none' ? false : headers,
-        legacyHeaders: false,
+        // With neither header family (none), the library sends no Retry-After either.
+        standardHeaders: headers.startsWith('draft-') ? headers : false,
+        legacyHeaders: headers === 'legacy',
     }),
 );
 app.get('/{*path}', (_req, res) => res.type('text/plain').send('ok\n'));
