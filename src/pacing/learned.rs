@@ -53,7 +53,8 @@
 //!   that follow (pauses ×1.5 from 250 ms) bound the window (refused: not over; admitted: over);
 //! - each window's first request goes alone, at the midpoint of the window known too short
 //!   and the one known enough, until they are a sixteenth apart: refused, the lower bound
-//!   rises; admitted, the upper bound falls, unless the window then admits fewer than the last
+//!   rises (and that window's successor goes at the bound known enough: one 429 a midpoint);
+//!   admitted, the upper bound falls, unless the window then admits fewer than the last
 //!   (a bucket that had refilled only in part), which undoes it;
 //! - a refusal inside a whole window: the quota is at most what that window admitted, a
 //!   ceiling the curve of [`super::adaptive`] never climbs above again; for a rate (a bucket

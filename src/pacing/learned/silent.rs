@@ -69,6 +69,10 @@ pub(super) struct Silence {
     pub(super) unproven: bool,
     /// A request of the current window was refused.
     refused_in_window: bool,
+    /// The current window's successor tried its first request at a midpoint and was
+    /// refused: it goes at the window known to be enough, and the next midpoint waits for the
+    /// window after (each tried midpoint costs at most one 429).
+    midpoint_refused: bool,
     /// When this window's requests went, and the last window's (the first [`SENDS_KEPT`]).
     sends: Vec<Duration>,
     previous_sends: Vec<Duration>,
@@ -130,6 +134,7 @@ impl Silence {
             before_trials: None,
             unproven: true,
             refused_in_window: false,
+            midpoint_refused: false,
             sends: Vec::new(),
             previous_sends: Vec::new(),
             curve: Cubic::settled(measured as f64, 0.0),
@@ -171,6 +176,7 @@ impl Silence {
             self.previous_admitted = self.admitted;
             self.unproven = self.refused_in_window || self.used < self.quota(now) || trial;
             self.refused_in_window = false;
+            self.midpoint_refused = false;
             // The window just ended with no refusal: a shorter one tried is confirmed.
             self.before_trial = None;
             self.window_start = now;
@@ -209,6 +215,9 @@ impl Silence {
     /// 429 more in most 120-request jobs against a silent fixed window, 15-16 where the sweep
     /// allows 14, for at most 3% of the time.)
     fn next_try(&self, window: Duration) -> Duration {
+        if self.midpoint_refused {
+            return window;
+        }
         let gap = window.saturating_sub(self.too_short);
         if gap > (window / 16).max(Duration::from_millis(2)) {
             self.too_short + gap / 2
@@ -233,6 +242,7 @@ impl Silence {
             self.window = Some(window);
             self.too_short = probing.refused_after.min(window);
             self.before_trials = None;
+            self.midpoint_refused = false;
             self.previous_sends.clear();
             self.sends = vec![ticket.sent];
             self.previous_start = probing.from;
@@ -303,10 +313,14 @@ impl Silence {
                 self.admitted = self.previous_admitted;
                 self.sends = std::mem::take(&mut self.previous_sends);
                 if into < window {
-                    // It went early, at the midpoint: the window is longer than that. Try the
-                    // next midpoint; the window's end is known to be enough.
+                    // It went early, at the midpoint: the window is longer than that. Its
+                    // successor goes at the window's end, known to be enough; the next
+                    // midpoint waits for the window after (another midpoint of this one would
+                    // be refused as often: four 429s in a window against a fixed window on
+                    // the clock, whose edge our first requests do not set).
                     self.too_short = self.too_short.max(into);
                     self.used = u64::MAX;
+                    self.midpoint_refused = true;
                     let next = self.window_start.saturating_add(self.next_try(window));
                     return next.saturating_sub(now).max(Duration::from_millis(1));
                 }

@@ -378,16 +378,30 @@ fn a_first_request_refused_at_the_midpoint_raises_the_lower_bound() {
     let mut q = estimated();
     admit_silently(&mut q, 4, MS * 640, MS * 641);
     // Refused 449 ms into the window: the window is longer. The running window keeps its
-    // count, and the next try is the midpoint of 449 and 637 ms: 543 ms in.
+    // count; its successor goes where the window is known to be enough (637 ms in), not at
+    // another midpoint of the same window (one 429 a midpoint, not one per try).
     let first = reserve(&mut q, MS * 1086);
     assert_eq!(
         see(&mut q, MS * 1087, first, true, &silent()),
-        Some(MS * 93)
+        Some(MS * 187)
     );
-    assert_eq!(q.try_reserve(MS * 1100, 1), Admission::WaitUntil(MS * 1180));
-    let second = reserve(&mut q, MS * 1180);
-    see(&mut q, MS * 1181, second, false, &silent());
-    assert_eq!(q.estimate(MS * 1181), Some((5, MS * 543)));
+    assert_eq!(q.try_reserve(MS * 1100, 1), Admission::WaitUntil(MS * 1274));
+    let second = reserve(&mut q, MS * 1274);
+    see(&mut q, MS * 1275, second, false, &silent());
+    assert_eq!(q.estimate(MS * 1275), Some((5, MS * 637)));
+    // The window after tries the next midpoint, of 449 and 637 ms: 543 ms in.
+    let mut now = MS * 1276;
+    let mut sent = 0;
+    while sent < 4 {
+        match q.try_reserve(now, 1) {
+            Admission::Reserved(ticket) => {
+                see(&mut q, now + MS, ticket, false, &silent());
+                sent += 1;
+            }
+            Admission::WaitUntil(until) => now = until,
+        }
+    }
+    assert_eq!(q.try_reserve(now + MS, 1), Admission::WaitUntil(MS * 1817));
 }
 
 #[test]
