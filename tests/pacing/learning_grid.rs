@@ -31,28 +31,39 @@ fn api_of(limiter: impl RateLimiter + 'static) -> RateLimitedApi {
 }
 
 fn nz(n: u32) -> NonZeroU32 {
-    NonZeroU32::new(n).unwrap()
+    NonZeroU32::new(n).expect("valid")
 }
 
 fn ms(n: u64) -> Duration {
     Duration::from_millis(n)
 }
 
+/// How the mock counts: a quota per window, or a rate per second with a burst.
 enum Shape {
+    /// A fixed window on the clock (the mock's windows start with the server's clock).
     Fixed(u64, Duration),
+    /// A fixed window from a key's first request, counting refused requests too
+    /// (express-rate-limit's memory store).
     FirstRequest(u64, Duration),
+    /// A sliding log.
     Log(u64, Duration),
+    /// A sliding window counter stated the way Flask-Limiter states its `limits` counter.
     Counter(u64, Duration),
+    /// A token bucket: per second, burst.
     Bucket(u32, u32),
+    /// A leaky bucket: per second, burst.
     Leaky(u32, u32),
 }
 
+/// What the mock's answers state.
 #[derive(Clone, Copy)]
 enum Says {
     Ietf,
     Draft06,
     X,
+    /// Nothing: bare 429s.
     Silent,
+    /// Nothing but the same `Retry-After: 1` on every 429.
     RetryAfter,
 }
 
@@ -60,24 +71,24 @@ fn build(shape: &Shape, says: Says) -> RateLimitedApi {
     let api = match *shape {
         Shape::Fixed(l, w) => api_of(
             FixedWindow::new(l, w)
-                .unwrap()
+                .expect("valid")
                 .with_clock(TokioClock::new()),
         ),
         Shape::FirstRequest(l, w) => api_of(
             FixedWindow::new(l, w)
-                .unwrap()
+                .expect("valid")
                 .anchored_at_first_request()
                 .counting_refused()
                 .with_clock(TokioClock::new()),
         ),
         Shape::Log(l, w) => api_of(
             SlidingWindowLog::new(l, w)
-                .unwrap()
+                .expect("valid")
                 .with_clock(TokioClock::new()),
         ),
         Shape::Counter(l, w) => api_of(
             SlidingWindowCounter::new(l, w)
-                .unwrap()
+                .expect("valid")
                 .floored()
                 .resetting_at_the_next_unit()
                 .with_clock(UnixClock),
