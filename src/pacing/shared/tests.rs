@@ -629,9 +629,14 @@ impl SharedStore for NotingStore {
         Ok(())
     }
 
-    async fn note(&self, key: &str, facts: SharedFacts) -> Result<(), StoreError> {
+    async fn note(
+        &self,
+        key: &str,
+        facts: SharedFacts,
+        _answer: Answer,
+    ) -> Result<Noted, StoreError> {
         self.notes.lock().unwrap().push((key.to_owned(), facts));
-        Ok(())
+        Ok(Noted::default())
     }
 }
 
@@ -753,9 +758,14 @@ impl SharedStore for HoldingStore {
         Ok(())
     }
 
-    async fn note(&self, _key: &str, facts: SharedFacts) -> Result<(), StoreError> {
+    async fn note(
+        &self,
+        _key: &str,
+        facts: SharedFacts,
+        _answer: Answer,
+    ) -> Result<Noted, StoreError> {
         self.notes.lock().unwrap().push(facts);
-        Ok(())
+        Ok(Noted::default())
     }
 }
 
