@@ -45,9 +45,18 @@ impl SharedBucket {
     /// (the key's first request, or the window just ended), one request of all the processes
     /// goes alone and the others wait for its answer (at most a second): a probe for all, not
     /// one each, and a window's end guessed early costs one 429, not a quota of them. An
-    /// answer of a window that ended since never overwrites the count of the current one. A
-    /// server that states nothing is learned by each process's own pacer; the 429s it
-    /// answers still close the key for all.
+    /// answer of a window that ended since never overwrites the count of the current one.
+    ///
+    /// A server that states nothing is learned by all the processes as one, in Redis (each
+    /// process alone would measure its share, not the quota): until its first refusal, a
+    /// slow start of all together caps the requests in flight (one, doubling every 100 ms);
+    /// what all of them were admitted until then is the quota per window; the gate closes
+    /// for all with one pause (250 ms, ×1.5 for each probe refused), past which one request
+    /// of all probes, and the probe admitted bounds the window. Each window is then a count
+    /// of the quota, opened by one request alone at the midpoint of the window known too
+    /// short and the one known enough (until they are a sixteenth apart); a refusal inside a
+    /// window lowers the quota to what that window admitted. Each process's own silent model
+    /// stands aside meanwhile.
     ///
     /// Keys are hashed before they reach Redis; every time is the Redis server's. While Redis
     /// is out of reach, each process paces by what it learns alone ([`StoreFailure`]'s
