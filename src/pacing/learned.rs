@@ -284,6 +284,9 @@ pub(crate) struct KeyQuota {
     /// How fast the stated quota frees, measured (see the `rate` module; boxed: only keys
     /// whose server states a quota measure it).
     free_rate: Option<Box<rate::FreeRate>>,
+    /// A silent server, paced by the estimate the processes share (see the `fleet` module):
+    /// this process's own silent model stands aside.
+    fleet: bool,
 }
 
 /// One admitted request of a window: the server counted it between `at` and `answered`.
@@ -371,7 +374,7 @@ impl KeyQuota {
         let mut alone =
             self.probe_next || (self.probe_new && !self.observed && self.in_flight() == 0);
         let mut window = None;
-        if let Some(silence) = self.silence.as_deref_mut() {
+        if let Some(silence) = self.silence.as_deref_mut().filter(|_| !self.fleet) {
             match silence.admit(now, cost) {
                 SilentAdmission::Go { alone: lone } => {
                     alone |= lone;
@@ -490,7 +493,7 @@ impl KeyQuota {
     /// While the slow start holds (nothing known of the quota), until when a request must wait
     /// for a slot in flight: the cap's next doubling, or an answer, whichever comes first.
     fn ramp_wait(&self, now: Duration) -> Option<Duration> {
-        if self.limit.is_some() || self.budget.is_some() {
+        if self.limit.is_some() || self.budget.is_some() || self.fleet {
             return None;
         }
         let since = match self.silence.as_deref() {
@@ -656,6 +659,9 @@ impl KeyQuota {
         // quota, unless the server has stated one before: its refusals then speak of it.
         let quota_known = self.limit.is_some() || self.budget.is_some();
         let speaks_of_quota = states_quota || (quota_known && info.retry_after.is_some());
+        if !speaks_of_quota && self.fleet_learns(info) {
+            return None;
+        }
         if !speaks_of_quota {
             // The refusal teaches what a bare one does; the wait it asks is the pause.
             let silent = self.observe_silence(now, ticket, was_probe, outcome);
@@ -1223,6 +1229,7 @@ impl KeyQuota {
     }
 }
 
+mod fleet;
 mod phase;
 mod rate;
 mod side;

@@ -559,6 +559,7 @@ impl Pacer {
             bytes,
             whole_taken: false,
             sent: false,
+            asker: asker.id,
         };
         if let Some(whole) = &self.inner.whole {
             let take = whole

@@ -6,7 +6,7 @@ use http::StatusCode;
 use super::key::key_digest;
 use super::learned::{Outcome, Ticket};
 use super::pacer::{Pacer, PacerInner};
-use super::shared::SharedFacts;
+use super::shared::{Answer, SharedFacts};
 use crate::headers::RateLimitInfo;
 use crate::observe::{PoliteEvent, record};
 use crate::time::Jitter;
@@ -74,6 +74,11 @@ impl Permit {
         if throttled {
             record::rate_limited(status.as_u16());
         }
+        let states_nothing = info.limit.is_none()
+            && info.remaining.is_none()
+            && info.reset.is_none()
+            && info.server_wait().is_none()
+            && info.policies.is_empty();
         let (pause, held, facts, told) = inner.keys.with(key, |state| {
             let before = observer.listens().then(|| state.quota.model(now));
             let pause = state
@@ -109,12 +114,7 @@ impl Permit {
             // News for the head of the key's queue: it may go sooner (or must wait longer).
             state.queue.news.notify_one();
             // An admitted answer that states nothing at all: a silent server, for the others.
-            let silent = !throttled
-                && info.limit.is_none()
-                && info.remaining.is_none()
-                && info.reset.is_none()
-                && info.server_wait().is_none()
-                && info.policies.is_empty();
+            let silent = !throttled && states_nothing;
             let facts = learns.then(|| {
                 let facts = state.quota.shared_facts(now);
                 SharedFacts {
@@ -134,8 +134,23 @@ impl Permit {
         }
         // Whether the note carries a count of the window (what is left, until when).
         let counted = facts.as_ref().is_some_and(|facts| facts.left.is_some());
+        let mut held = held;
         if let (Some(shared), Some(facts)) = (&inner.shared, facts) {
-            shared.note(key, facts).await;
+            let answer = Answer {
+                asker: reservation.asker,
+                bare_refusal: throttled && states_nothing,
+            };
+            let noted = shared.note(key, facts, answer).await;
+            // The store's estimate of a silent server paces the key, or no longer does; a
+            // pause it chose after a refusal holds this process too.
+            inner.keys.with_existing(key, |state| {
+                state.quota.paced_by_fleet(noted.fleet);
+                if let Some(wait) = noted.pause {
+                    state.quota.close_gate(now, wait);
+                    state.queue.news.notify_one();
+                }
+                held = state.quota.gate_after(now);
+            });
         }
         if let Some(wait) = pause {
             // Once per spent window and key: worth seeing at the default level.
@@ -242,6 +257,8 @@ pub(super) struct Reservation {
     /// own bucket, when it has one, before any reservation exists.)
     pub(super) whole_taken: bool,
     pub(super) sent: bool,
+    /// The request's id in a shared store's takes (0 without one).
+    pub(super) asker: u128,
 }
 
 impl Drop for Reservation {

@@ -10,9 +10,14 @@
 //! - `learned_take.lua`: racers taking 1 from a learned count of K: exactly K taken; at the
 //!   start of a window nothing is known of: exactly one taken (the probe of all); newcomers
 //!   beside M requests in line: exactly K - M taken; racing a gate: taken and left add up to K;
+//!   on a silent server before anything is measured: exactly the slow start's cap in flight;
+//!   on one whose quota and window are measured, at a window's start: exactly one taken (the
+//!   probe of all);
 //! - `learned_note.lua`: racers noting different counts and ends of one window: the least
 //!   count and the soonest end win, and the quota per window is one racer's whole (never
-//!   one's limit with another's window);
+//!   one's limit with another's window); answers of one window of a silent server, admitted
+//!   and refused in any order: every admission counted, the quota what was admitted before
+//!   the first refusal (or after it), and one pause (the others are the same news);
 //! - `close_gate.lua`: racers closing one gate for different pauses: it ends at the longest.
 //!
 //! And on the cluster, every key a pacer writes for one partition key (bucket, gate, count,
@@ -459,6 +464,168 @@ fn learned_notes(stores: Vec<RedisStore>, rep: usize) -> BoxFuture<'static, Opti
     })
 }
 
+/// The keys of a learned take on a silent server: the take's five, the estimate shared and
+/// the requests in flight.
+const SILENT_KEYS: [&str; 7] = ["left", "quota", "gate", "probe", "line", "silent", "flying"];
+
+/// The note's keys in the order of `learned_note.lua`, from [`SILENT_KEYS`].
+fn note_keys(keys: &[String]) -> Vec<String> {
+    vec![
+        keys[0].clone(),
+        keys[1].clone(),
+        keys[3].clone(),
+        keys[2].clone(),
+        keys[5].clone(),
+        keys[6].clone(),
+    ]
+}
+
+/// A silent server's estimate, shared, in KEYS[2] (the quota hash: silent) and KEYS[6] (the
+/// estimate): its counting began ARGV[1] ms ago, ARGV[2] admitted since; a quota ARGV[3] and
+/// window ARGV[4] ms when not empty; ARGV[5] requests `racer-<i>` in flight in KEYS[7], taken
+/// ARGV[6] ms ago.
+static ARRANGE_SILENT: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(
+        "local t = redis.call('TIME') \
+         local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) \
+         redis.call('HSET', KEYS[2], 'silent', '1') \
+         redis.call('HSET', KEYS[6], 'start', now - tonumber(ARGV[1]), 'admitted', ARGV[2]) \
+         if ARGV[3] ~= '' then redis.call('HSET', KEYS[6], 'q', ARGV[3], 'w', ARGV[4]) end \
+         for i = 0, tonumber(ARGV[5]) - 1 do \
+           redis.call('ZADD', KEYS[7], now - tonumber(ARGV[6]), 'racer-' .. i) end \
+         return 1",
+    )
+});
+/// The estimate's fields q, admitted, pause, probing, probe; the gate's PTTL; the requests in
+/// flight; the count and its PTTL.
+static INSPECT_SILENT: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(
+        "local f = redis.call('HMGET', KEYS[6], 'q', 'admitted', 'pause', 'probing', 'probe') \
+         return { f[1] or '', f[2] or '', f[3] or '', f[4] or '', f[5] or '', \
+           redis.call('PTTL', KEYS[3]), redis.call('ZCARD', KEYS[7]), \
+           redis.call('GET', KEYS[1]) or '', redis.call('PTTL', KEYS[1]) }",
+    )
+});
+
+/// A learned take of 1 on a silent server by request `racer-<asker>`. The slow start
+/// doubles its cap every 10 s, not every 100 ms: a race on a loaded machine stays in one step.
+fn silent_take_call(keys: &[String], asker: usize) -> Call {
+    let mut call = learned_take_call(keys, 1, asker, 0);
+    call.args.push("10000".to_owned());
+    call
+}
+
+/// A note of a bare answer to request `racer-<asker>`: admitted, or refused.
+fn silent_note_call(keys: &[String], asker: usize, refused: bool) -> Call {
+    let flag = |on: bool| if on { "1" } else { "" }.to_owned();
+    Call {
+        script: &LEARNED_NOTE,
+        keys: note_keys(keys),
+        args: vec![
+            String::new(),
+            String::new(),
+            String::new(),
+            String::new(),
+            "3600000".to_owned(),
+            flag(!refused),
+            flag(refused),
+            format!("racer-{asker}"),
+        ],
+    }
+}
+
+/// Before anything is measured, the fleet's slow start: racers for a window whose counting
+/// began 0, 1.5 or 3.5 steps ago (caps of 1, 2 and 8 requests in flight), some in flight already:
+/// exactly the cap goes, whatever the race.
+fn silent_slow_starts(stores: Vec<RedisStore>, rep: usize) -> BoxFuture<'static, Option<String>> {
+    Box::pin(async move {
+        let keys = keys("silent-start", rep, &SILENT_KEYS);
+        let (ago, cap) = [(0u64, 1u64), (15_000, 2), (35_000, 8)][rep % 3];
+        let flying = (rep as u64 / 3) % cap;
+        eval(
+            &stores[0],
+            &ARRANGE_SILENT,
+            &keys,
+            &[&ago.to_string(), "0", "", "", &flying.to_string(), "10"],
+        )
+        .await;
+        // Racers from 100 up: none of them is one of those in flight.
+        let calls = (0..RACERS)
+            .map(|i| silent_take_call(&keys, 100 + i))
+            .collect();
+        let replies = race(&stores, calls).await;
+        let now = eval(&stores[0], &INSPECT_SILENT, &keys, &[]).await;
+        let in_flight: u64 = now[6].parse().unwrap();
+        let taken = granted(&replies);
+        (taken + flying != cap || in_flight != cap).then(|| {
+            format!("{taken} taken beside {flying} in flight under a cap of {cap}, {in_flight} now")
+        })
+    })
+}
+
+/// A window to open on a silent server whose quota and window are measured: exactly one of
+/// the racers goes, alone, and is the probe of all.
+fn silent_windows_open(stores: Vec<RedisStore>, rep: usize) -> BoxFuture<'static, Option<String>> {
+    Box::pin(async move {
+        let keys = keys("silent-open", rep, &SILENT_KEYS);
+        eval(
+            &stores[0],
+            &ARRANGE_SILENT,
+            &keys,
+            &["5000", "10", "10", "3000", "0", "0"],
+        )
+        .await;
+        let calls = (0..RACERS).map(|i| silent_take_call(&keys, i)).collect();
+        let replies = race(&stores, calls).await;
+        let now = eval(&stores[0], &INSPECT_SILENT, &keys, &[]).await;
+        let went: Vec<usize> = (0..RACERS).filter(|&i| replies[i][0] == "1").collect();
+        (went.len() != 1 || now[4] != format!("racer-{}", went[0]))
+            .then(|| format!("{went:?} went, the probe is {:?}", now[4]))
+    })
+}
+
+/// Answers racing in: K admitted before, 1 to 5 more racers admitted and the others refused,
+/// all sent in the window counted. Whatever the order, the quota is what was admitted before
+/// the first refusal that came, or after it too (answers of the window measured count); the
+/// pause is the first refusal's alone (the others are the same news), and the gate is
+/// closed for it.
+fn silent_notes(stores: Vec<RedisStore>, rep: usize) -> BoxFuture<'static, Option<String>> {
+    Box::pin(async move {
+        let keys = keys("silent-note", rep, &SILENT_KEYS);
+        let before = 10;
+        let admitted = left_before(rep) as usize;
+        eval(
+            &stores[0],
+            &ARRANGE_SILENT,
+            &keys,
+            &[
+                "1000",
+                &before.to_string(),
+                "",
+                "",
+                &RACERS.to_string(),
+                "100",
+            ],
+        )
+        .await;
+        let calls = (0..RACERS)
+            .map(|i| silent_note_call(&keys, i, i >= admitted))
+            .collect();
+        race(&stores, calls).await;
+        let now = eval(&stores[0], &INSPECT_SILENT, &keys, &[]).await;
+        let (q, counted): (u64, u64) = (now[0].parse().unwrap(), now[1].parse().unwrap());
+        let gate: i64 = now[5].parse().unwrap();
+        let whole = before as u64 + admitted as u64;
+        let right = (before as u64..=whole).contains(&q)
+            && counted == whole
+            && now[2] == "375"
+            && now[3] == "1"
+            && (1..=250).contains(&gate)
+            && now[6] == "0";
+        (!right).then(|| format!("estimate {now:?}, {whole} admitted in all"))
+    })
+}
+
 fn gate_closes(stores: Vec<RedisStore>, rep: usize) -> BoxFuture<'static, Option<String>> {
     Box::pin(async move {
         let keys = keys("gate", rep, &["gate"]);
@@ -476,7 +643,7 @@ fn gate_closes(stores: Vec<RedisStore>, rep: usize) -> BoxFuture<'static, Option
     })
 }
 
-const RACES: [(&str, Race); 9] = [
+const RACES: [(&str, Race); 12] = [
     ("bucket_take, single takes", bucket_single_takes),
     ("bucket_take, batches of up to 3", bucket_batches),
     ("bucket_take beside close_gate", bucket_takes_and_gate),
@@ -485,6 +652,12 @@ const RACES: [(&str, Race); 9] = [
     ("learned_take beside a line", learned_takes_beside_a_line),
     ("learned_take beside close_gate", learned_takes_and_gate),
     ("learned_note", learned_notes),
+    ("learned_take, silent, slow start", silent_slow_starts),
+    (
+        "learned_take, silent, a window to open",
+        silent_windows_open,
+    ),
+    ("learned_note, silent, answers of one window", silent_notes),
     ("close_gate", gate_closes),
 ];
 
@@ -684,4 +857,70 @@ async fn the_take_script_and_the_limiter_share_one_bucket() {
         "{wait:?} vs {expected:?}"
     );
     assert_eq!(pacer.shared_calls().takes, 4);
+}
+
+/// One call, alone.
+async fn one_call(store: &RedisStore, call: Call) -> Vec<String> {
+    let reply: Value = store
+        .eval(call.script, &call.keys, &call.args)
+        .await
+        .unwrap();
+    fields(&reply)
+}
+
+/// A silent server learned by all the processes as one, call after call on real time: a
+/// refusal after 10 admissions of all makes the quota 10 and closes the gate 250 ms for
+/// everyone; past it, one request probes for all (the others wait for its answer); refused, the
+/// next pause is 375 ms; admitted, the window is bounded and a count of the quota (less the
+/// probe) paces the next window until its first midpoint, the requests in line first.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_silent_server_is_learned_by_all_as_one() {
+    let _turn = take_turn(module_path!()).await;
+    let server = RedisServer::start();
+    let store = RedisStore::standalone(&server.url(), options())
+        .await
+        .unwrap();
+    let keys = keys("silent-seq", 0, &SILENT_KEYS);
+    // Counting began 1 s ago, 10 admitted since; racer-0 went 10 ms ago.
+    eval(
+        &store,
+        &ARRANGE_SILENT,
+        &keys,
+        &["1000", "10", "", "", "1", "10"],
+    )
+    .await;
+    let call = |made: Call| one_call(&store, made);
+    assert_eq!(call(silent_note_call(&keys, 0, true)).await, ["1", "250"]);
+    assert_eq!(
+        call(silent_take_call(&keys, 1)).await[0],
+        "2",
+        "the gate holds all"
+    );
+    tokio::time::sleep(Duration::from_millis(270)).await;
+    assert_eq!(call(silent_take_call(&keys, 1)).await, ["1", "1", "-1"]);
+    let waits = call(silent_take_call(&keys, 2)).await;
+    assert_eq!(waits[0], "0", "one probe for all: {waits:?}");
+    assert_eq!(call(silent_note_call(&keys, 1, true)).await, ["1", "375"]);
+    tokio::time::sleep(Duration::from_millis(390)).await;
+    assert_eq!(call(silent_take_call(&keys, 3)).await, ["1", "1", "-1"]);
+    assert_eq!(call(silent_note_call(&keys, 3, false)).await, ["1", "0"]);
+    let now = eval(&store, &INSPECT_SILENT, &keys, &[]).await;
+    assert_eq!(now[0], "10", "the quota of all: {now:?}");
+    assert_eq!(now[7], "9", "the window's count, less the probe: {now:?}");
+    // The window is about 1.66 s (counting began 1 s before the refusal, the probe went 0.66 s
+    // after it); the first midpoint, between the probe refused at 1.27 s and that, is about
+    // 1.46 s after the probe. Loose by 150 ms for a loaded machine.
+    let ttl: u64 = now[8].parse().unwrap();
+    assert!((1_300..=1_600).contains(&ttl), "{now:?}");
+    let mut taken = 0;
+    for racer in 10..20 {
+        let reply = call(silent_take_call(&keys, racer)).await;
+        if reply[0] == "1" {
+            taken += 1;
+        }
+    }
+    // The ninth is kept for the request that waited for the probe's answer (it is in line).
+    assert_eq!(taken, 8);
+    assert_eq!(call(silent_take_call(&keys, 2)).await[0], "1");
+    assert_eq!(call(silent_take_call(&keys, 20)).await[0], "0");
 }

@@ -12,7 +12,9 @@ use std::time::Duration;
 use redis::Script;
 
 use super::redis::{RedisGate, field, millis as reply_millis, store_error, unexpected};
-use super::{Left, SharedBucket, SharedFacts, SharedStore, StoreError, StoreTake, TakeAsk};
+use super::{
+    Answer, Left, Noted, SharedBucket, SharedFacts, SharedStore, StoreError, StoreTake, TakeAsk,
+};
 use crate::limiter::redis::RedisStore;
 use crate::limiter::redis::keys as redis_keys;
 
@@ -25,6 +27,10 @@ const PROBE_OUT: Duration = Duration::from_secs(1);
 /// How often the others look again while a probe is out (its answer usually comes within a
 /// few milliseconds on a near server; each look is one script call per waiting process).
 const PROBE_POLL: Duration = Duration::from_millis(20);
+/// How often the slow start of all the processes together doubles its cap on the requests
+/// in flight, while nothing is measured of a silent server (each process's own slow start
+/// steps as often).
+const FLEET_RAMP_STEP: Duration = Duration::from_millis(100);
 
 /// How long a quota per window is kept without news: many windows, and at least a minute.
 fn quota_kept(window: Duration) -> Duration {
@@ -39,9 +45,18 @@ impl SharedBucket {
     /// (the key's first request, or the window just ended), one request of all the processes
     /// goes alone and the others wait for its answer (at most a second): a probe for all, not
     /// one each, and a window's end guessed early costs one 429, not a quota of them. An
-    /// answer of a window that ended since never overwrites the count of the current one. A
-    /// server that states nothing is learned by each process's own pacer; the 429s it
-    /// answers still close the key for all.
+    /// answer of a window that ended since never overwrites the count of the current one.
+    ///
+    /// A server that states nothing is learned by all the processes as one, in Redis (each
+    /// process alone would measure its share, not the quota): until its first refusal, a
+    /// slow start of all together caps the requests in flight (one, doubling every 100 ms);
+    /// what all of them were admitted until then is the quota per window; the gate closes
+    /// for all with one pause (250 ms, ×1.5 for each probe refused), past which one request
+    /// of all probes, and the probe admitted bounds the window. Each window is then a count
+    /// of the quota, opened by one request alone at the midpoint of the window known too
+    /// short and the one known enough (until they are a sixteenth apart); a refusal inside a
+    /// window lowers the quota to what that window admitted. Each process's own silent model
+    /// stands aside meanwhile.
     ///
     /// Keys are hashed before they reach Redis; every time is the Redis server's. While Redis
     /// is out of reach, each process paces by what it learns alone ([`StoreFailure`]'s
@@ -81,18 +96,23 @@ struct RedisLearned {
 }
 
 impl RedisLearned {
-    /// `rp:{<name>:<digest>}:left`, `…:quota` and `…:probe`.
+    /// `rp:{<name>:<digest>}:left`, `…:quota` and `…:probe`; the gate, and a silent server's
+    /// estimate (`…:silent`) and the requests in flight against it (`…:flying`).
     fn keys(&self, key: &str) -> Vec<String> {
         let prefix = redis_keys::key_prefix(&self.name, key);
         vec![
             redis_keys::key(&prefix, "left"),
             redis_keys::key(&prefix, "quota"),
             redis_keys::key(&prefix, "probe"),
+            RedisGate::key_under(&prefix),
+            redis_keys::key(&prefix, "silent"),
+            redis_keys::key(&prefix, "flying"),
         ]
     }
 
-    /// The keys of a take: the count, the quota, the gate, the probe and the line of the
-    /// requests refused (one digest of the key for all five).
+    /// The keys of a take: the count, the quota, the gate, the probe, the line of the
+    /// requests refused, a silent server's estimate and the requests in flight (one digest
+    /// of the key for all seven).
     fn take_keys(&self, key: &str) -> Vec<String> {
         let prefix = redis_keys::key_prefix(&self.name, key);
         vec![
@@ -101,6 +121,8 @@ impl RedisLearned {
             RedisGate::key_under(&prefix),
             redis_keys::key(&prefix, "probe"),
             redis_keys::key(&prefix, "line"),
+            redis_keys::key(&prefix, "silent"),
+            redis_keys::key(&prefix, "flying"),
         ]
     }
 }
@@ -126,6 +148,7 @@ impl SharedStore for RedisLearned {
             millis(PROBE_POLL),
             format!("{:x}", ask.asker),
             ask.waited.as_millis().to_string(),
+            millis(FLEET_RAMP_STEP),
         ];
         let reply: Vec<String> = self
             .store
@@ -156,7 +179,12 @@ impl SharedStore for RedisLearned {
         self.gate.close(key, wait).await
     }
 
-    async fn note(&self, key: &str, facts: SharedFacts) -> Result<(), StoreError> {
+    async fn note(
+        &self,
+        key: &str,
+        facts: SharedFacts,
+        answer: Answer,
+    ) -> Result<Noted, StoreError> {
         let (left, ends) = match facts.left {
             Some((left, ends)) => (left.to_string(), millis(ends)),
             None => (String::new(), String::new()),
@@ -173,14 +201,28 @@ impl SharedStore for RedisLearned {
                 millis(quota_kept(Duration::ZERO)),
             ),
         };
-        self.store
-            .eval::<i64>(
+        let reply: Vec<i64> = self
+            .store
+            .eval(
                 &NOTE,
                 &self.keys(key),
-                &[left, ends, limit, window, kept, silent(facts.silent)],
+                &[
+                    left,
+                    ends,
+                    limit,
+                    window,
+                    kept,
+                    silent(facts.silent),
+                    silent(answer.bare_refusal),
+                    format!("{:x}", answer.asker),
+                ],
             )
             .await
-            .map(drop)
-            .map_err(store_error)
+            .map_err(store_error)?;
+        let pause = reply.get(1).copied().unwrap_or(0);
+        Ok(Noted {
+            fleet: reply.first() == Some(&1),
+            pause: (pause > 0).then(|| Duration::from_millis(pause as u64)),
+        })
     }
 }

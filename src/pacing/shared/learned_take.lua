@@ -8,10 +8,14 @@
 -- KEYS[4]: the probe: one request is out to learn where a window stands (its TTL bounds it)
 -- KEYS[5]: the line: the requests refused so far (a sorted set, each scored by the Redis
 --          time at which it should ask again; a second past it, it is gone)
+-- KEYS[6], KEYS[7] (optional): a silent server's estimate, shared (a hash: see
+--          learned_note.lua), and the requests in flight against it (a sorted set, each
+--          scored by the Redis time it was taken; ARGV[3] ms past it, it is gone)
 -- ARGV[3]: how long a probe may be out, in ms; ARGV[4]: how long the others wait before
 --          they look again while it is out, in ms
 -- ARGV[5]: this request's id (the same for each of its asks); ARGV[6]: how long it has
 --          waited so far, in ms
+-- ARGV[7]: how often the fleet's slow start doubles its cap, in ms (a silent server)
 -- Returns {1, taken, left} when taken (left -1: nothing is known, the request goes alone as
 -- the probe of every process, and its answer will tell), {0, wait in ms} when the window is
 -- spent, a probe is out or what is left is for those in line, {2, gate ms} when the gate is
@@ -45,10 +49,45 @@ local gate = redis.call('PTTL', KEYS[3])
 if gate > 0 then
   return refuse(2, gate)
 end
+local silent = redis.call('HGET', KEYS[2], 'silent')
 local left = tonumber(redis.call('GET', KEYS[1]))
 if not left then
   local limit = tonumber(redis.call('HGET', KEYS[2], 'limit'))
-  if redis.call('HGET', KEYS[2], 'silent') or (limit and cost > limit) then
+  if silent and KEYS[6] then
+    -- The server states nothing: the fleet's own estimate of it (learned_note.lua) paces.
+    local S, F = KEYS[6], KEYS[7]
+    local probe_out = tonumber(ARGV[3])
+    redis.call('ZREMRANGEBYSCORE', F, '-inf', now - probe_out)
+    local f = redis.call('HMGET', S, 'q', 'probe', 'ptime', 'start')
+    local q, probe, ptime, start = tonumber(f[1]), f[2], tonumber(f[3]), tonumber(f[4])
+    if probe and ptime and now - ptime < probe_out then
+      -- One request of all is out alone: the others wait for its answer.
+      return refuse(0, math.max(1, math.min(probe_out - (now - ptime), tonumber(ARGV[4]))))
+    end
+    local alone = q ~= nil
+    if not q then
+      -- Nothing measured yet: a slow start for all the processes together, its cap on the
+      -- requests in flight doubling every ARGV[7] ms from the first answer. The first
+      -- refusal then finds the quota with few requests on their way.
+      start = start or now
+      local step = tonumber(ARGV[7]) or 100
+      local steps = math.floor((now - start) / step)
+      local flying = redis.call('ZCARD', F)
+      if flying > 0 and flying + cost > 2 ^ math.min(steps, 30) then
+        return refuse(0, math.max(1, start + (steps + 1) * step - now))
+      end
+    end
+    if alone then
+      -- A window nothing is counted of (a new one, or the pause after a refusal over): its
+      -- first request goes alone, the probe of every process.
+      redis.call('HSET', S, 'probe', asker, 'ptime', now)
+    end
+    redis.call('ZADD', F, now, asker)
+    redis.call('PEXPIRE', F, probe_out)
+    redis.call('ZREM', KEYS[5], asker)
+    return {1, cost, -1}
+  end
+  if silent or (limit and cost > limit) then
     -- The server states nothing (each process's own pacer learns its silence), or no
     -- window could ever hold this request (the server will say so).
     redis.call('ZREM', KEYS[5], asker)
@@ -76,6 +115,11 @@ if spare >= cost then
   local taken = math.min(want, spare)
   redis.call('DECRBY', KEYS[1], taken)
   redis.call('ZREM', KEYS[5], asker)
+  if silent and KEYS[7] then
+    -- In flight, for the fleet's estimate: its answer is counted in this window.
+    redis.call('ZADD', KEYS[7], now, asker)
+    redis.call('PEXPIRE', KEYS[7], tonumber(ARGV[3]))
+  end
   return {1, taken, left - taken}
 end
 return refuse(0, math.max(ends, 1))

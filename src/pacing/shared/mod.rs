@@ -110,6 +110,24 @@ pub(crate) struct SharedFacts {
     pub(crate) silent: bool,
 }
 
+/// Which request an answer noted is to (its asker, as its takes named it), and whether it
+/// was a refusal that stated nothing at all: what a store's estimate of a silent server
+/// counts.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Answer {
+    pub(crate) asker: u128,
+    pub(crate) bare_refusal: bool,
+}
+
+/// What a store answers to a note.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Noted {
+    /// The store's own estimate of a silent server paces the key, for every process.
+    pub(crate) fleet: bool,
+    /// The pause that estimate closed the shared gate for, after a refusal.
+    pub(crate) pause: Option<Duration>,
+}
+
 /// The store behind a shared bucket (Redis; a fake in tests). Its errors never hold a key.
 #[async_trait::async_trait]
 pub(crate) trait SharedStore: Send + Sync + 'static {
@@ -120,8 +138,13 @@ pub(crate) trait SharedStore: Send + Sync + 'static {
     async fn close_gate(&self, key: &str, wait: Duration) -> Result<(), StoreError>;
     /// Shares what a process learned about `key` (only a store without a rate keeps it: its
     /// takes are from what was learned).
-    async fn note(&self, _key: &str, _facts: SharedFacts) -> Result<(), StoreError> {
-        Ok(())
+    async fn note(
+        &self,
+        _key: &str,
+        _facts: SharedFacts,
+        _answer: Answer,
+    ) -> Result<Noted, StoreError> {
+        Ok(Noted::default())
     }
 }
 
@@ -438,19 +461,24 @@ impl SharedQuota {
         self.bucket.rate.is_none()
     }
 
-    /// Shares what this process learned about `key` (a store that learns only).
-    pub(crate) async fn note(&self, key: &str, facts: SharedFacts) {
+    /// Shares what this process learned about `key` from the answer to `answer`'s request (a
+    /// store that learns only), and says whether the store's estimate paces the key.
+    pub(crate) async fn note(&self, key: &str, facts: SharedFacts, answer: Answer) -> Noted {
         // Even an answer that says nothing is told: it ends the probe that may be out.
-        tracing::trace!(key = %key_digest(key), ?facts, "pacing: shared note");
+        tracing::trace!(key = %key_digest(key), ?facts, ?answer, "pacing: shared note");
         if !self.learns() {
-            return;
+            return Noted::default();
         }
         if !self.health.is_due(self.clock.now()) {
-            return;
+            return Noted::default();
         }
         self.notes.fetch_add(1, Ordering::Relaxed);
-        if let Err(error) = self.bucket.store.note(key, facts).await {
-            self.on_store_down(key, 1, Some(error));
+        match self.bucket.store.note(key, facts, answer).await {
+            Ok(noted) => noted,
+            Err(error) => {
+                self.on_store_down(key, 1, Some(error));
+                Noted::default()
+            }
         }
     }
 

@@ -629,9 +629,14 @@ impl SharedStore for NotingStore {
         Ok(())
     }
 
-    async fn note(&self, key: &str, facts: SharedFacts) -> Result<(), StoreError> {
+    async fn note(
+        &self,
+        key: &str,
+        facts: SharedFacts,
+        _answer: Answer,
+    ) -> Result<Noted, StoreError> {
         self.notes.lock().unwrap().push((key.to_owned(), facts));
-        Ok(())
+        Ok(Noted::default())
     }
 }
 
@@ -753,9 +758,14 @@ impl SharedStore for HoldingStore {
         Ok(())
     }
 
-    async fn note(&self, _key: &str, facts: SharedFacts) -> Result<(), StoreError> {
+    async fn note(
+        &self,
+        _key: &str,
+        facts: SharedFacts,
+        _answer: Answer,
+    ) -> Result<Noted, StoreError> {
         self.notes.lock().unwrap().push(facts);
-        Ok(())
+        Ok(Noted::default())
     }
 }
 
@@ -820,4 +830,77 @@ async fn a_quota_seen_spent_is_left_to_the_learned_count_and_a_429_closes_the_ga
     };
     permit.finish(StatusCode::TOO_MANY_REQUESTS, &refused).await;
     assert_eq!(store.gates.lock().unwrap().len(), 1);
+}
+
+/// A store whose own estimate paces a silent server: every take goes, and a bare refusal
+/// closes its gate for 700 ms (it says so in its answer to the note).
+#[derive(Default)]
+struct FleetStore {
+    answers: Mutex<Vec<Answer>>,
+    gates: Mutex<Vec<Duration>>,
+}
+
+#[async_trait::async_trait]
+impl SharedStore for FleetStore {
+    async fn take(&self, _key: &str, ask: TakeAsk) -> Result<StoreTake, StoreError> {
+        Ok(StoreTake::Taken {
+            granted: ask.cost,
+            left: Left::UNBOUNDED,
+        })
+    }
+
+    async fn close_gate(&self, _key: &str, wait: Duration) -> Result<(), StoreError> {
+        self.gates.lock().unwrap().push(wait);
+        Ok(())
+    }
+
+    async fn note(
+        &self,
+        _key: &str,
+        facts: SharedFacts,
+        answer: Answer,
+    ) -> Result<Noted, StoreError> {
+        self.answers.lock().unwrap().push(answer);
+        Ok(Noted {
+            fleet: facts.silent || answer.bare_refusal,
+            pause: answer.bare_refusal.then_some(Duration::from_millis(700)),
+        })
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_silent_server_paced_by_the_store_is_paced_by_its_estimate_alone() {
+    let store = Arc::new(FleetStore::default());
+    let pacer = Pacer::builder()
+        .shared(SharedBucket::learned_from_store(store.clone()))
+        .mode(PacingMode::FailFast)
+        .build();
+    let silent = RateLimitInfo::default();
+    let first = pacer.acquire("k", 1).await.unwrap();
+    first.finish(StatusCode::OK, &silent).await;
+    // The store paces the key: this process's slow start (one in flight at first) stands
+    // aside, and four go at once.
+    let mut permits = Vec::new();
+    for _ in 0..4 {
+        permits.push(pacer.acquire("k", 1).await.unwrap());
+    }
+    let refused = permits.pop().unwrap();
+    refused.finish(StatusCode::TOO_MANY_REQUESTS, &silent).await;
+    // The store closed the gate for all with its own pause; this process wrote none of its
+    // own (its model would have paused 250 ms), and waits the store's.
+    assert!(store.gates.lock().unwrap().is_empty());
+    match pacer.acquire("k", 1).await {
+        Err(PacingError::Throttled { wait, .. }) => {
+            assert_eq!(wait, Duration::from_millis(700));
+        }
+        other => panic!("{other:?}"),
+    }
+    for permit in permits {
+        permit.finish(StatusCode::OK, &silent).await;
+    }
+    // Each answer named its request (its takes' asker), and only the 429 was a bare refusal.
+    let answers = store.answers.lock().unwrap().clone();
+    let askers: std::collections::HashSet<u128> = answers.iter().map(|a| a.asker).collect();
+    assert_eq!(askers.len(), 5);
+    assert_eq!(answers.iter().filter(|a| a.bare_refusal).count(), 1);
 }
