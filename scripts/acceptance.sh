@@ -83,6 +83,8 @@ PANEL=(
     "nginx-25rs-burst50|nginx|GCRA, burst=50 nodelay, bare 429|25 r/s + 50|0|rate 25 50|25r/s 50 none|1300"
     "nginx-3rs-burst10-ra2|nginx|GCRA, burst=10 nodelay, Retry-After: 2|3 r/s + 10|0|rate 3 10|3r/s 10 2|160"
     "token-bucket-7rs-cap3|tokenbucket|token bucket, bare 429|7 r/s, 3 at once|0|rate 7 2|7 3|350"
+    "haproxy-20per2s|haproxy|stick table http_req_rate, refused requests counted too, bare 429|20 per 2 s|0|window 20 2|20 2 none|520"
+    "haproxy-10per1s-ra1|haproxy|stick table http_req_rate, refused requests counted too, Retry-After: 1|10 per 1 s|0|window 10 1|10 1 1|500"
 )
 
 requests=600
