@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Acceptance against rate limiters other people wrote: installs them from the package registries
-# (nginx's limit_req from Debian, express-rate-limit from npm, Flask-Limiter with `limits` and
-# `token-bucket` from PyPI), starts each on a free 127.0.0.1 port, runs a long job through
+# (nginx's limit_req and HAProxy's stick tables from Debian, express-rate-limit from npm,
+# Flask-Limiter with `limits` and `token-bucket` from PyPI), starts each on a free 127.0.0.1 port, runs a long job through
 # polite_fetch with three clients (the crate's default, which must learn the quota; stock
 # reqwest-retry; the crate's governor set by hand to the exact quota), and prints one markdown
 # table on stdout. Progress goes to stderr.
@@ -51,6 +51,10 @@ CACHE=${XDG_CACHE_HOME:-$HOME/.cache}/reqwest-polite-acceptance
 #   flask        LIMIT WINDOW_S moving-window|sliding-window-counter|fixed-window headers|none
 #   nginx        RATE (Nr/s or Nr/m) BURST (0: none) RETRY_AFTER (seconds, or none)
 #   tokenbucket  RATE CAPACITY (the model's B is CAPACITY - 1)
+#   haproxy      LIMIT PERIOD_S (whole seconds) RETRY_AFTER (seconds, or none): a stick table's
+#                http_req_rate(PERIOD_S), which counts every request, refused ones too, and a 429
+#                above LIMIT. For a client that does not press on it admits LIMIT per period
+#                (model "window LIMIT PERIOD_S"); one that does keeps itself refused.
 # requests: the job's request count; empty or left out, the --requests value.
 SERVERS=(
     "express-draft8|express|fixed window from the client's first request|20 per 2 s|1|window 20 2|20 2000 draft-8"
@@ -79,6 +83,8 @@ PANEL=(
     "nginx-25rs-burst50|nginx|GCRA, burst=50 nodelay, bare 429|25 r/s + 50|0|rate 25 50|25r/s 50 none|1300"
     "nginx-3rs-burst10-ra2|nginx|GCRA, burst=10 nodelay, Retry-After: 2|3 r/s + 10|0|rate 3 10|3r/s 10 2|160"
     "token-bucket-7rs-cap3|tokenbucket|token bucket, bare 429|7 r/s, 3 at once|0|rate 7 2|7 3|350"
+    "haproxy-20per2s|haproxy|stick table http_req_rate, refused requests counted too, bare 429|20 per 2 s|0|window 20 2|20 2 none|520"
+    "haproxy-10per1s-ra1|haproxy|stick table http_req_rate, refused requests counted too, Retry-After: 1|10 per 1 s|0|window 10 1|10 1 1|500"
 )
 
 requests=600
@@ -187,7 +193,13 @@ spec_problem() {
             { [ "$model" = rate ] && numbers_equal "$a" "$x" && [ "$b" = $((y - 1)) ]; } \
                 || { echo "model '$model_args' is not a bucket of $y filling at $x/s (rate $x $((y - 1)))"; return; }
             ;;
-        *) echo "runner '$runner': express, flask, nginx or tokenbucket"; return ;;
+        haproxy)
+            { is_count "$x" && is_count "$y" && [[ $z =~ ^(none|[1-9][0-9]*)$ ]] && [ -z "$rest" ]; } \
+                || { echo "haproxy's arguments '$runner_args': LIMIT PERIOD_S (whole seconds) RETRY_AFTER (seconds or none)"; return; }
+            { [ "$model" = window ] && [ "$a" = "$x" ] && numbers_equal "$b" "$y"; } \
+                || { echo "model '$model_args' is not HAProxy's $x per $y s (window $x $y)"; return; }
+            ;;
+        *) echo "runner '$runner': express, flask, nginx, tokenbucket or haproxy"; return ;;
     esac
     local headers=none
     case $runner in express) headers=$z ;; flask) headers=$rest ;; esac
@@ -290,10 +302,14 @@ if [[ $runners == *" nginx "* ]]; then
     PATH=$PATH:/usr/sbin
     command -v nginx >/dev/null 2>&1 || apt_missing+=(nginx-light)
 fi
+if [[ $runners == *" haproxy "* ]]; then
+    PATH=$PATH:/usr/sbin
+    command -v haproxy >/dev/null 2>&1 || apt_missing+=(haproxy)
+fi
 if [ "${#apt_missing[@]}" -gt 0 ]; then
     if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
         say "installing ${apt_missing[*]} (apt-get)"
-        # policy-rc.d on such machines keeps the packaged nginx from starting on port 80.
+        # policy-rc.d on such machines keeps the packaged nginx and haproxy from starting.
         if ! { apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
             apt-get install -y -qq "${apt_missing[@]}"; } >"$work/apt.log" 2>&1; then
             tail -20 "$work/apt.log" >&2
@@ -371,6 +387,18 @@ start_server() {
                 "$HERE/nginx.conf.in" >"$run/nginx.conf"
             nginx -p "$run" -c "$run/nginx.conf" >"$dir/server.err" 2>&1 &
             ;;
+        haproxy)
+            read -r limit period retry_after <<<"$args"
+            local run=$dir/haproxy deny_hdr=""
+            [ "$retry_after" = none ] || deny_hdr="hdr Retry-After $retry_after"
+            mkdir -p "$run"
+            # The entry outlives any pause of the job's (counts over two periods old are 0 anyway).
+            sed -e "s|@PORT@|$port|g" -e "s|@LIMIT@|$limit|g" -e "s|@PERIOD@|$period|g" \
+                -e "s|@EXPIRE@|$((3 * period + 30))|g" -e "s|@DENY_HDR@|$deny_hdr|g" \
+                "$HERE/haproxy.cfg.in" >"$run/haproxy.cfg"
+            # In the foreground (-db); its log lines (one per answer) on stdout, into a file.
+            haproxy -db -f "$run/haproxy.cfg" >"$run/answers.log" 2>"$dir/server.err" &
+            ;;
     esac
     server_pid=$!
     for _ in $(seq 1 100); do
@@ -390,6 +418,10 @@ collect_and_stop() {
     local runner=$1 dir=$2
     case $runner in
         nginx) cp "$dir/nginx/access.log" "$dir/server.log" 2>/dev/null || : >"$dir/server.log" ;;
+        # "epoch-milliseconds status" (HAProxy logs each answer as it sends it) to seconds.
+        haproxy) awk '$1 ~ /^[0-9]+$/ && $2 ~ /^[0-9][0-9][0-9]$/ && NF == 2 {
+                     n = length($1); print substr($1, 1, n - 3) "." substr($1, n - 2), $2 }' \
+                     "$dir/haproxy/answers.log" >"$dir/server.log" 2>/dev/null || : >"$dir/server.log" ;;
         *) curl -fsS --max-time 10 "http://127.0.0.1:$port/__log" >"$dir/server.log" \
                || die "could not read the server's log from 127.0.0.1:$port/__log" ;;
     esac
@@ -470,6 +502,7 @@ done
 versions() {
     case $1 in
         nginx) nginx -v 2>&1 | sed 's/^nginx version: //' ;;
+        haproxy) haproxy -v | head -1 | sed 's/^HAProxy version \([^ ]*\).*/HAProxy \1/' ;;
         express) python3 -c 'import json, sys
 for name in ("express-rate-limit", "express"):
     print(name, json.load(open(sys.argv[1] + "/" + name + "/package.json"))["version"], end=", ")
