@@ -20,7 +20,7 @@ use reqwest_polite::limiter::{
 use reqwest_polite::mock::{Layer, Partition, RateLimitedApi};
 use reqwest_polite::time::{Rate, TokioClock, UnixClock};
 
-use crate::support::{simulated_sync_job, start_at_phase};
+use crate::support::{simulated_sync_job, start_at_phase, take_turn};
 
 fn near(api: RateLimitedApi) -> RateLimitedApi {
     api.latency(Duration::from_micros(200), Duration::from_millis(3))
@@ -160,8 +160,11 @@ const fn case(
     }
 }
 
-/// Runs every case over `phases` start phases; fails with every case over a bar.
+/// Runs every case over `phases` start phases; fails with every case over a bar. It keeps a
+/// core busy for seconds, so it takes its file's turn: no test that measures real time runs
+/// beside it.
 async fn sweep(cases: Vec<Case>, phases: u64) {
+    let _turn = take_turn(module_path!()).await;
     let only = std::env::var("ONLY").ok();
     let mut failures = Vec::new();
     for case in cases {
