@@ -10,9 +10,13 @@
 //! quota frees. Servers keep windows of whole seconds (1 s, 1 min, 1 h), so the phase carries
 //! over from one window to the next, and once it is narrow a probe goes at its safe end. The
 //! first probe goes an eighth of a second early (many windows end exactly on the second: one
-//! 429 tells so); from there, each refusal halves what is left, to an eighth. A phase that
-//! moves (a window that is not whole seconds) is noticed when the probe at its safe end is
-//! refused, and learned again.
+//! 429 tells so). Admitted, the search goes down from there, each window's probe an eighth
+//! earlier than the last admitted one, then a quarter, a half (a window that starts at a
+//! client's first request starts again at the probe that opened it, so its phase is where
+//! that probe went, and the first step down tells so at the price of one 429, where halving
+//! from the middle paid three); once one is refused, each refusal halves what is left, to an
+//! eighth. A phase that moves (a window that is not whole seconds) is noticed when the probe
+//! at its safe end is refused, and learned again.
 
 use std::time::Duration;
 
@@ -29,6 +33,9 @@ pub(super) struct ResetPhase {
     after: Duration,
     /// A request answered this far into it found the quota freed.
     by: Duration,
+    /// While nothing was refused (`after` is zero) and something admitted: how far below
+    /// `by` the next probe goes. Doubles with each probe admitted there.
+    step: Duration,
 }
 
 impl Default for ResetPhase {
@@ -37,13 +44,15 @@ impl Default for ResetPhase {
         ResetPhase {
             after: Duration::ZERO,
             by: GRAIN,
+            step: NARROW,
         }
     }
 }
 
 impl ResetPhase {
-    /// When to probe a quota stated to free by `latest`: the midpoint of what is still
-    /// possible while it is wide, its safe end once narrow.
+    /// When to probe a quota stated to free by `latest`: a step below the earliest admission
+    /// while nothing was refused, the midpoint of what is still possible once something was
+    /// (while it is wide), its safe end once narrow.
     pub(super) fn probe_at(&self, latest: Duration) -> Duration {
         let gap = self.by.saturating_sub(self.after);
         let into = if *self == ResetPhase::default() {
@@ -51,6 +60,8 @@ impl ResetPhase {
             // a first probe an eighth before tells so at the price of one 429 (a search from
             // the middle would pay three), and a moving window has most often freed by then.
             GRAIN - NARROW
+        } else if gap > NARROW && self.after.is_zero() {
+            self.by.saturating_sub(self.step)
         } else if gap > NARROW {
             self.after + gap / 2
         } else {
@@ -74,14 +85,24 @@ impl ResetPhase {
     /// came at `answered`.
     pub(super) fn freed(&mut self, latest: Duration, sent: Duration, answered: Duration) {
         let into = into_second(latest, answered);
+        let first = *self == ResetPhase::default();
         if into <= self.after {
             // Admitted before a point learned too early: the phase has moved.
             self.after = Duration::ZERO;
+            self.step = NARROW;
+        } else if !first && self.after.is_zero() && into_second(latest, sent) < self.by {
+            // A step down admitted: the next goes twice as far.
+            self.step = (self.step * 2).min(GRAIN);
         }
         self.by = if into_second(latest, sent) >= self.by {
             // Sent at the safe end (or later, woken late): the phase is here now. A moving
-            // window frees as its first request ages out, so its phase follows that request
-            // and may move later by as much as it went late.
+            // window (or one that starts at its first request) frees as that request ages
+            // out, so its phase follows it and may move later by as much as it went late;
+            // the refusal below it moves with it (else the drift of a few milliseconds a
+            // window would widen the phase again, and each widening cost a 429).
+            if !self.after.is_zero() && into > self.by {
+                self.after = (self.after + (into - self.by)).min(into);
+            }
             into
         } else {
             self.by.min(into)
@@ -185,29 +206,77 @@ mod tests {
     }
 
     #[test]
-    fn an_answer_inside_the_second_bounds_the_phase_for_the_next_windows() {
+    fn from_an_admission_inside_the_second_the_search_steps_down_doubling_then_halves() {
         let mut phase = ResetPhase::default();
-        let latest = Duration::from_secs(4);
-        // A probe at 3.5 s (a search under way), admitted, answered at 3.502 s: the quota
-        // frees by 0.502 s in.
+        // A probe at 3.5 s, admitted, answered at 3.502 s: the quota frees by 0.502 s in.
         phase.freed(
-            latest,
+            Duration::from_secs(4),
             Duration::from_millis(3500),
             Duration::from_millis(3502),
         );
-        // Still wide (0 to 0.502): the next probe halves it.
+        // Nothing refused yet: an eighth below it, then a quarter below the next admission.
         assert_eq!(
             phase.probe_at(Duration::from_secs(6)),
-            Duration::from_millis(5251)
+            Duration::from_millis(5377)
         );
-        phase.refused(Duration::from_secs(6), Duration::from_millis(5251));
-        phase.refused(Duration::from_secs(8), Duration::from_millis(7377));
-        // 0.377 to 0.502: narrow; the probe goes at the safe end, 498 ms before the stated
-        // instant.
+        phase.freed(
+            Duration::from_secs(6),
+            Duration::from_millis(5377),
+            Duration::from_millis(5379),
+        );
+        assert_eq!(
+            phase.probe_at(Duration::from_secs(8)),
+            Duration::from_millis(7129)
+        );
+        // Refused there: 0.129 to 0.379 is left, and each refusal halves it.
+        phase.refused(Duration::from_secs(8), Duration::from_millis(7129));
         assert_eq!(
             phase.probe_at(Duration::from_secs(10)),
-            Duration::from_millis(9502)
+            Duration::from_millis(9254)
         );
+        phase.refused(Duration::from_secs(10), Duration::from_millis(9254));
+        // 0.254 to 0.379: narrow; the probe goes at the safe end, 621 ms before the stated
+        // instant.
+        assert_eq!(
+            phase.probe_at(Duration::from_secs(12)),
+            Duration::from_millis(11_379)
+        );
+    }
+
+    #[test]
+    fn a_window_that_starts_at_its_first_request_costs_one_refused_step() {
+        // The window starts when its first request comes (2 s long), and the stated reset is
+        // that instant rounded up to the second: the quota frees where the probe that opened
+        // the window went, 2 s later. The clock's second starts at 0.3 s.
+        let second = Duration::from_millis(300);
+        let window = Duration::from_secs(2);
+        let stated = |start: Duration| {
+            let end = start + window - second;
+            second + Duration::from_secs(end.as_secs() + u64::from(end.subsec_nanos() > 0))
+        };
+        let mut phase = ResetPhase::default();
+        let mut start = Duration::from_millis(40);
+        let mut refused = 0;
+        let mut late = Duration::ZERO;
+        for _ in 0..20 {
+            let frees = start + window;
+            let latest = stated(start);
+            loop {
+                let at = phase.probe_at(latest).max(frees - window);
+                if at >= frees {
+                    late += at - frees;
+                    phase.freed(latest, at, at + MS);
+                    start = at;
+                    break;
+                }
+                phase.refused(latest, at);
+                refused += 1;
+            }
+        }
+        assert_eq!(refused, 1);
+        // Each window's probe goes within an eighth of its freeing, most of them within
+        // the answer's millisecond.
+        assert!(late < Duration::from_millis(300), "{late:?} late in all");
     }
 
     #[test]
@@ -305,7 +374,8 @@ mod tests {
             phase,
             ResetPhase {
                 after: Duration::ZERO,
-                by: Duration::from_millis(50)
+                by: Duration::from_millis(50),
+                step: NARROW,
             }
         );
     }
