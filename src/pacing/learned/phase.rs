@@ -114,9 +114,14 @@ impl ResetPhase {
 /// How long after a moving window's first request its quota frees again, as the client's own
 /// sends measure it: a sliding log frees each slot one window after the request that spent
 /// it, so the instant follows the client's sends, not the server's clock, and the phase of
-/// a rounded-up reset drifts from one window to the next. Bisected between a probe refused
-/// (`after`) and one admitted (`by`), both measured from the window's first send to the
-/// probe's send; once they are [`LAG_NARROW`] apart, each probe goes at `by`.
+/// a rounded-up reset drifts from one window to the next. Measured from the window's first
+/// send to the probe's send, between a probe refused (`after`) and one admitted (`by`).
+///
+/// Windows are whole seconds, as their phases are: the first probe goes just past the whole
+/// second the stated (rounded-up) instant allows, where a sliding log of whole seconds frees.
+/// Refused there, one more goes a step later (the network held up a send by a few
+/// milliseconds); refused again, the window is not whole seconds and the rest is bisected.
+/// Once the bounds are [`LAG_NARROW`] apart, each probe goes at `by`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(super) struct WindowLag {
     after: Duration,
@@ -127,17 +132,37 @@ pub(super) struct WindowLag {
 /// [`NARROW`]: a moving window pays it once per window, and nothing rounds it.
 pub(super) const LAG_NARROW: Duration = Duration::from_millis(16);
 
+/// How far past a whole second the first probe of a lag goes: the requests the server counts
+/// reach it a little after they went, the first of a window as late as the probe or later.
+const LAG_MARGIN: Duration = Duration::from_millis(8);
+
 impl WindowLag {
     /// How long after the window's first send to probe, the server having stated that the
     /// quota frees by `stated` after it (rounded up: a grain sooner at the most).
     pub(super) fn probe_after(&self, stated: Duration) -> Duration {
-        let after = self.after.max(stated.saturating_sub(GRAIN));
+        let floor = stated.saturating_sub(GRAIN);
+        let after = self.after.max(floor);
         let by = self.by.unwrap_or(stated);
         let gap = by.saturating_sub(after);
-        if gap > LAG_NARROW {
-            after + gap / 2
+        if gap <= LAG_NARROW {
+            return by;
+        }
+        // The whole second in the stated grain, and just past it.
+        let second = Duration::from_secs(floor.as_secs() + u64::from(floor.subsec_nanos() > 0));
+        let just_past = second + LAG_MARGIN;
+        if !second.is_zero() && self.after < second && second <= by {
+            // The whole second lies between the bounds: probe just past it, or at the safe
+            // end when that is no further (admitted there, or a little later, woken late).
+            if just_past + LAG_NARROW < by {
+                just_past
+            } else {
+                by
+            }
+        } else if !second.is_zero() && self.after >= second && self.after < just_past + LAG_NARROW {
+            // Refused just past it (the probe went late by less than a step): one step on.
+            (self.after + LAG_NARROW).min(by)
         } else {
-            by
+            after + gap / 2
         }
     }
 
@@ -296,35 +321,103 @@ mod tests {
         assert_eq!(probes, [9750, 9875, 10_000].map(Duration::from_millis));
     }
 
-    #[test]
-    fn a_moving_windows_lag_is_bisected_then_probed_at_its_safe_end() {
+    /// Runs `windows` windows of a moving window whose slots free `truth` after the window's
+    /// first send, the stated instant rounded up to the server's next whole second (the
+    /// window's first send lands `offsets[i]` into a second): the refusals, and where the
+    /// last probe went.
+    fn search_lag(truth: Duration, offsets: &[u64], windows: usize) -> (u32, Duration) {
         let mut lag = WindowLag::default();
-        let stated = Duration::from_millis(2900);
-        // Nothing learned: halfway through the grain before the stated instant.
-        assert_eq!(lag.probe_after(stated), Duration::from_millis(2400));
-        lag.freed(Duration::from_millis(2400));
-        // The window is 2 s and 3 ms as the sends measure it: the search pays for each
-        // probe sent too soon, and ends at the safe end, where every probe is admitted.
-        let truth = Duration::from_millis(2003);
         let mut refused = 0;
-        for _ in 0..20 {
-            let at = lag.probe_after(stated);
-            if at >= truth {
-                lag.freed(at);
-            } else {
+        let mut last = Duration::ZERO;
+        for window in 0..windows {
+            let offset = Duration::from_millis(offsets[window % offsets.len()]);
+            // The reset as a Unix time, rounded up: stated after the first send.
+            let freed = offset + truth;
+            let stated =
+                Duration::from_secs(freed.as_secs() + u64::from(freed.subsec_nanos() > 0)) - offset;
+            loop {
+                let at = lag.probe_after(stated);
+                last = at;
+                if at >= truth {
+                    lag.freed(at);
+                    break;
+                }
                 lag.refused(at);
                 refused += 1;
             }
         }
-        assert!(refused <= 4, "{refused} refused");
-        let settled = lag.probe_after(stated);
-        assert!(
-            settled >= truth && settled <= truth + LAG_NARROW,
-            "{settled:?}"
+        (refused, last)
+    }
+
+    const OFFSETS: [u64; 7] = [900, 30, 470, 610, 5, 333, 780];
+
+    #[test]
+    fn a_moving_window_of_whole_seconds_is_probed_just_past_them_first() {
+        let mut lag = WindowLag::default();
+        // Stated 2.9 s after the window's first send: the window is 2 s, 1.9 s at the
+        // shortest; the first probe goes just past 2 s.
+        assert_eq!(
+            lag.probe_after(Duration::from_millis(2900)),
+            Duration::from_millis(2008)
         );
-        // The stated instant moves with every window (it follows the sends): the lag
-        // learned does not.
-        assert_eq!(lag.probe_after(Duration::from_millis(2100)), settled);
+        lag.freed(Duration::from_millis(2009));
+        // Admitted: the next windows' probes go there, whatever the stated instant.
+        for stated in [2100, 2500, 2999] {
+            assert_eq!(
+                lag.probe_after(Duration::from_millis(stated)),
+                Duration::from_millis(2009)
+            );
+        }
+        // A window that frees 3 ms after its whole seconds (the network's delay): no probe
+        // refused over 30 windows at any phase.
+        let (refused, last) = search_lag(Duration::from_millis(2003), &OFFSETS, 30);
+        assert_eq!(refused, 0);
+        assert_eq!(last, Duration::from_millis(2008));
+    }
+
+    #[test]
+    fn bounds_found_before_the_window_moved_are_not_bisected_past_their_whole_second() {
+        // The phase's probes bound the lag before the window is known to move: one refused
+        // 1.87 s after the window's first send, one admitted 2.003 s after it. A sliding log
+        // of 2 s frees just past the whole second, so the probe goes at the safe end, not
+        // at the midpoint (1.94 s, then 1.97 s and 1.99 s, each refused, as measured against
+        // Flask-Limiter's moving window).
+        let mut lag = WindowLag::default();
+        lag.refused(Duration::from_millis(1870));
+        lag.freed(Duration::from_millis(2003));
+        let stated = Duration::from_millis(2120);
+        assert_eq!(lag.probe_after(stated), Duration::from_millis(2003));
+        // Admitted further past it: probed just past the whole second first.
+        let mut lag = WindowLag::default();
+        lag.refused(Duration::from_millis(1870));
+        lag.freed(Duration::from_millis(2060));
+        assert_eq!(lag.probe_after(stated), Duration::from_millis(2008));
+        // Admitted below it: the window is not whole seconds, and the bounds are bisected.
+        let mut lag = WindowLag::default();
+        lag.refused(Duration::from_millis(1870));
+        lag.freed(Duration::from_millis(1990));
+        assert_eq!(lag.probe_after(stated), Duration::from_millis(1930));
+    }
+
+    #[test]
+    fn a_lag_refused_just_past_the_whole_second_steps_once_then_bisects() {
+        // Held up past the margin: one refusal, the next probe a step later is admitted.
+        let (refused, last) = search_lag(Duration::from_millis(2012), &OFFSETS, 30);
+        assert_eq!(refused, 1);
+        assert_eq!(last, Duration::from_millis(2024));
+        // A window that is not whole seconds (1.2 s): the search pays a few refusals once,
+        // then every probe goes within a step of the truth.
+        let truth = Duration::from_millis(1203);
+        let (refused, last) = search_lag(truth, &OFFSETS, 40);
+        assert!(refused <= 5, "{refused} refused");
+        assert!(last >= truth && last <= truth + LAG_NARROW, "{last:?}");
+        let (again, _) = search_lag(truth, &OFFSETS, 80);
+        assert_eq!(again, refused, "refusals after the search");
+        // One shorter than its whole second (1.9 s): found below it.
+        let truth = Duration::from_millis(1900);
+        let (refused, last) = search_lag(truth, &OFFSETS, 40);
+        assert!(refused <= 6, "{refused} refused");
+        assert!(last >= truth && last <= truth + LAG_NARROW, "{last:?}");
     }
 
     #[test]
