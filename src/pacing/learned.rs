@@ -294,8 +294,27 @@ pub(crate) struct KeyQuota {
 struct Sent {
     serial: u64,
     at: Duration,
+    /// When it was due: `at`, or sooner for a request the copy of the last window timed
+    /// and the timer woke late.
+    due: Duration,
     /// When its answer came (`at` until then).
     answered: Duration,
+    /// It went alone (a probe, a window's first, a trickle's next): nothing queued beside it
+    /// at the server.
+    alone: bool,
+}
+
+impl Sent {
+    /// When the server had counted it, as the copy of a window reckons: a request sent
+    /// alone, when it was due (its way to the server, and a timer's lateness, are the
+    /// window's first's too, which the lag measured from that send already holds); one sent
+    /// among others, when its answer came (the server's threads may have counted it late).
+    /// Any more, and each window's copy would carry it into the next: against a sliding log,
+    /// the n-th slot drifted later by a round trip and a timer's lateness a window (~4 ms),
+    /// until the window split in two and its edges were refused.
+    fn counted(&self) -> Duration {
+        if self.alone { self.due } else { self.answered }
+    }
 }
 
 /// A request allowed through the closed gate, alone, before the stated reset.
@@ -464,13 +483,33 @@ impl KeyQuota {
     fn mirrored(&self) -> Option<Duration> {
         let (first, start) = (self.previous_sends.first()?, self.sends.first()?);
         let nth = self.previous_sends.get(self.sends.len())?;
-        // Measured from answers (when the server had surely counted a request) to sends (when
+        // Measured from when the server had counted a request to the window's first send (when
         // it had not yet), so that the server's own queueing cannot make the copy run ahead.
-        Some(
-            start
-                .answered
-                .saturating_add(nth.answered.saturating_sub(first.at)),
-        )
+        // Until the window is known to move, every request is taken as counted by its answer:
+        // a window that frees otherwise (a sliding counter) is refused on this copy, and a copy
+        // that runs late costs time, not a 429.
+        let counted = |sent: &Sent| {
+            if self.moving {
+                sent.counted()
+            } else {
+                sent.answered
+            }
+        };
+        Some(counted(start).saturating_add(counted(nth).saturating_sub(first.at)))
+    }
+
+    /// The end of a moving window whose answer states `stated`: no sooner than one lag after
+    /// the window's first send. While the last window's slots are still freeing one by one,
+    /// the reset an answer states is when the next of them frees, rounded up to a whole
+    /// second; taken for the window's end, it rolled the window in the middle of its sends
+    /// whenever the second fell there (the window's start drifts past the clock's seconds by
+    /// a few milliseconds a window), split it in two, and the edges of both were refused from
+    /// then on.
+    fn moving_end(&self, stated: Duration) -> Duration {
+        match (self.moving, self.sends.first(), self.lag_by) {
+            (true, Some(first), Some(lag)) => stated.max(first.at.saturating_add(lag)),
+            _ => stated,
+        }
     }
 
     /// How many other requests were answered while `ticket`'s was out: the server may have
@@ -527,10 +566,18 @@ impl KeyQuota {
         // While a quota is stated, and a new key's first request (a window's first, maybe).
         let first_ever = !self.observed && self.next_serial == 1;
         if (self.limit.is_some() || first_ever) && self.sends.len() < SENDS_KEPT {
+            // A request the copy of the last window timed was due when the copy said, however
+            // late the timer woke.
+            let due = match self.early_out {
+                Some((probe, early)) if probe == serial && early.trickle => early.at.min(now),
+                _ => now,
+            };
             self.sends.push(Sent {
                 serial,
                 at: now,
+                due,
                 answered: now,
+                alone,
             });
         }
         Ticket {
@@ -767,19 +814,8 @@ impl KeyQuota {
             latest = latest.min(reset_at);
         }
         // The n-th request of this window goes no sooner after its first than the n-th of the
-        // last window went after its first: the quota frees as they age out. Measured from
-        // answers (when the server had surely counted them) to sends (when it had not yet), so
-        // that the server's own queueing cannot make the copy run ahead.
-        let trickle = match (self.previous_sends.first(), self.sends.first()) {
-            (Some(first), Some(start)) if self.opened_early => {
-                self.previous_sends.get(self.sends.len()).map(|nth| {
-                    start
-                        .answered
-                        .saturating_add(nth.answered.saturating_sub(first.at))
-                })
-            }
-            _ => None,
-        };
+        // last window went after its first: the quota frees as they age out.
+        let trickle = self.mirrored().filter(|_| self.opened_early);
         // A moving window frees one window after its first request went: the lag from it,
         // not the phase of the stated reset (which follows our own sends, and drifts).
         let anchor = match self.sends.first() {
@@ -895,10 +931,9 @@ impl KeyQuota {
                 .reset
                 .filter(|_| self.moving && info.remaining == Some(0))
             {
-                // A moving window spent: its oldest slot is this window's first, and the
-                // reset is when it frees (rounded up). What earlier answers bounded was the
-                // last window's slots.
-                self.reset_at = Some(now.saturating_add(reset));
+                // A moving window spent: the reset is when its oldest slot frees (rounded up).
+                // What earlier answers bounded was the last window's slots.
+                self.reset_at = Some(self.moving_end(now.saturating_add(reset)));
             } else if let Some(reset) = info.reset.filter(|_| !next_slot_only) {
                 // Servers round resets up to whole seconds, so each response bounds the true
                 // reset from above: the earliest bound of the window is the tightest.
@@ -907,7 +942,7 @@ impl KeyQuota {
                 if let (Some(first), Some(window)) = (self.epoch_first_answer, self.window) {
                     stated = stated.min(first.saturating_add(window)).max(now);
                 }
-                self.reset_at = Some(if self.budget_guessed {
+                let end = if self.budget_guessed {
                     // The first answer after our roll: the end we projected assumed windows
                     // back to back on the clock, but a window that begins with its first
                     // request (express-rate-limit's) began with this one. The answer's bound
@@ -915,7 +950,8 @@ impl KeyQuota {
                     stated
                 } else {
                     tightest_reset(self.reset_at, stated, now)
-                });
+                };
+                self.reset_at = Some(self.moving_end(end));
             }
             // (A moving window's budget is its answers' own: spent is spent.)
             let trickles =
@@ -1118,7 +1154,9 @@ impl KeyQuota {
         self.sends.push(Sent {
             serial: ticket.serial,
             at: ticket.sent,
+            due: ticket.sent,
             answered: now,
+            alone: true,
         });
         self.reset_at = None;
         self.budget = None;

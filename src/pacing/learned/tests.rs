@@ -961,3 +961,92 @@ fn a_refusal_after_a_rest_the_server_asked_undoes_every_trial_since() {
     // A bare 429 (the model's own pause, no rest): only the trial this window began with.
     assert_eq!(trials_then_refused(&silent()), MS * 510);
 }
+
+#[test]
+fn a_moving_windows_copy_carries_no_round_trip_and_no_late_timer_into_the_next_window() {
+    let sent = |serial: u64, at: u64, due: u64, answered: u64, alone: bool| Sent {
+        serial,
+        at: Duration::from_millis(at),
+        due: Duration::from_millis(due),
+        answered: Duration::from_millis(answered),
+        alone,
+    };
+    // The last window: its first alone at 0 (answered 2 ms later), a second beside others
+    // at 1 ms (answered at 5 ms: the server's threads may have counted it that late), a
+    // third alone, due at 40 ms and sent at 41 ms (its timer woke late), answered at 43 ms.
+    // This window's first went alone at 2 s.
+    let mut q = KeyQuota {
+        moving: true,
+        previous_sends: vec![
+            sent(0, 0, 0, 2, true),
+            sent(1, 1, 1, 5, false),
+            sent(2, 41, 40, 43, true),
+        ],
+        sends: vec![sent(3, 2000, 2000, 2002, true)],
+        ..KeyQuota::default()
+    };
+    // The second goes by the answer to the last window's second; the third when the last
+    // window's third was due, one lag later: neither round trip nor the late timer.
+    assert_eq!(q.mirrored(), Some(Duration::from_millis(2005)));
+    q.sends.push(sent(4, 2005, 2005, 2008, false));
+    assert_eq!(q.mirrored(), Some(Duration::from_millis(2040)));
+    q.sends.push(sent(5, 2041, 2040, 2043, true));
+    // Window after window, each request sent alone 1 ms late and answered 2 ms after: the
+    // third's place in its window stays 40 ms after the first.
+    for window in 2..32u64 {
+        q.previous_sends = std::mem::take(&mut q.sends);
+        let start = 2000 * window;
+        q.sends = vec![sent(10 * window, start, start, start + 2, true)];
+        let second = q.mirrored().expect("the last window had a second");
+        let second = u64::try_from(second.as_millis()).expect("small");
+        q.sends
+            .push(sent(10 * window + 1, second, second, second + 3, false));
+        let third = q.mirrored().expect("the last window had a third");
+        assert_eq!(third, Duration::from_millis(start + 40), "window {window}");
+        let due = start + 40;
+        q.sends
+            .push(sent(10 * window + 2, due + 1, due, due + 3, true));
+    }
+    // Until the window is known to move, each request is taken as counted by its answer.
+    q.moving = false;
+    q.sends.truncate(2);
+    let start = 2000 * 31;
+    assert_eq!(q.mirrored(), Some(Duration::from_millis(start + 2 + 43)));
+}
+
+#[test]
+fn a_moving_window_ends_one_lag_after_its_first_send_not_at_a_reset_stated_mid_window() {
+    let mut q = KeyQuota::default();
+    // The last window as in the test above: 20 requests 10 ms apart, each answered 1 ms
+    // later; the probe at 1.875 s opens the next window, which is known to move (how that is
+    // recognised is `a_moving_window_opened_early_frees_at_the_pace_the_last_window_went`'s).
+    let first = reserve(&mut q, Duration::ZERO);
+    see(&mut q, MS, first, false, &coarse(19, secs(2) - MS));
+    for i in 1..20u32 {
+        let ticket = reserve(&mut q, MS * (10 * i));
+        let now = MS * (10 * i + 1);
+        see(
+            &mut q,
+            now,
+            ticket,
+            false,
+            &coarse(u64::from(19 - i), secs(2) - now),
+        );
+    }
+    let probe = reserve(&mut q, MS * 1875);
+    see(&mut q, MS * 1876, probe, false, &coarse(0, MS * 1124));
+    let second = reserve(&mut q, MS * 1887);
+    see(&mut q, MS * 1888, second, false, &coarse(2, MS * 1112));
+    q.moving = true;
+    let rest = [reserve(&mut q, MS * 1888), reserve(&mut q, MS * 1888)];
+    // Their answers find the window spent until 2 s: when the last window's next slot
+    // frees, rounded up to the second. This window began with the probe, which freed 1.876 s
+    // after the last window's first send: it ends no sooner than 3.751 s.
+    see(&mut q, MS * 1889, rest[0], false, &coarse(0, MS * 111));
+    see(&mut q, MS * 1890, rest[1], false, &coarse(0, MS * 110));
+    assert_eq!(q.reset_at, Some(MS * 3751));
+    // Past that second, the window does not roll with a whole quota: the copy's next request
+    // goes alone, and the others wait for what its answer says.
+    reserve(&mut q, MS * 2001);
+    assert_eq!(q.budget(), Some(0));
+}
