@@ -565,27 +565,31 @@ fn refused_probes_narrow_the_phase_which_carries_over_to_the_next_window() {
     );
 }
 
-#[test]
-fn a_moving_window_opened_early_frees_at_the_pace_the_last_window_went() {
-    let mut q = KeyQuota::default();
-    // The last window: one request at 0, then one every 10 ms, each answered 1 ms later.
-    let first = reserve(&mut q, Duration::ZERO);
-    see(&mut q, MS, first, false, &coarse(19, secs(2) - MS));
+/// The last window: one request at 0, then one every 10 ms, each answered 1 ms later. The
+/// probe at 1.875 s is admitted, but the answer says nothing more is left: the quota frees one
+/// request at a time (a sliding log), as the last window's requests age out.
+fn open_after_ten_ms_apart(q: &mut KeyQuota) {
+    let first = reserve(q, Duration::ZERO);
+    see(q, MS, first, false, &coarse(19, secs(2) - MS));
     for i in 1..20u32 {
-        let ticket = reserve(&mut q, MS * (10 * i));
+        let ticket = reserve(q, MS * (10 * i));
         let now = MS * (10 * i + 1);
         see(
-            &mut q,
+            q,
             now,
             ticket,
             false,
             &coarse(u64::from(19 - i), secs(2) - now),
         );
     }
-    // The probe at 1.875 s is admitted, but the answer says nothing more is left: the quota
-    // frees one request at a time (a sliding log), as the last window's requests age out.
-    let probe = reserve(&mut q, MS * 1875);
-    see(&mut q, MS * 1876, probe, false, &coarse(0, MS * 1124));
+    let probe = reserve(q, MS * 1875);
+    see(q, MS * 1876, probe, false, &coarse(0, MS * 1124));
+}
+
+#[test]
+fn a_moving_window_opened_early_frees_at_the_pace_the_last_window_went() {
+    let mut q = KeyQuota::default();
+    open_after_ten_ms_apart(&mut q);
     // The second request of the last window was answered 11 ms after the first went: the
     // second of this one goes 11 ms after the probe's answer, alone again.
     assert_eq!(q.try_reserve(MS * 1877, 1), Admission::WaitUntil(MS * 1887));
@@ -1017,24 +1021,9 @@ fn a_moving_windows_copy_carries_no_round_trip_and_no_late_timer_into_the_next_w
 #[test]
 fn a_moving_window_ends_one_lag_after_its_first_send_not_at_a_reset_stated_mid_window() {
     let mut q = KeyQuota::default();
-    // The last window as in the test above: 20 requests 10 ms apart, each answered 1 ms
-    // later; the probe at 1.875 s opens the next window, which is known to move (how that is
+    // The probe at 1.875 s opens the next window, which is known to move (how that is
     // recognised is `a_moving_window_opened_early_frees_at_the_pace_the_last_window_went`'s).
-    let first = reserve(&mut q, Duration::ZERO);
-    see(&mut q, MS, first, false, &coarse(19, secs(2) - MS));
-    for i in 1..20u32 {
-        let ticket = reserve(&mut q, MS * (10 * i));
-        let now = MS * (10 * i + 1);
-        see(
-            &mut q,
-            now,
-            ticket,
-            false,
-            &coarse(u64::from(19 - i), secs(2) - now),
-        );
-    }
-    let probe = reserve(&mut q, MS * 1875);
-    see(&mut q, MS * 1876, probe, false, &coarse(0, MS * 1124));
+    open_after_ten_ms_apart(&mut q);
     let second = reserve(&mut q, MS * 1887);
     see(&mut q, MS * 1888, second, false, &coarse(2, MS * 1112));
     q.moving = true;
