@@ -37,6 +37,9 @@ pub struct SlidingWindowLog {
 struct SlidingLogRules {
     limit: u64,
     window_nanos: u64,
+    /// The reset states when the oldest entry leaves (see
+    /// [`SlidingWindowLog::resetting_at_the_oldest`]).
+    oldest: bool,
 }
 
 /// The requests one key had admitted within the last window, oldest first.
@@ -56,8 +59,35 @@ impl SlidingWindowLog {
             states: KeyedStates::new(SlidingLogRules {
                 limit,
                 window_nanos,
+                oldest: false,
             }),
         })
+    }
+
+    /// The reset stated is when the oldest entry leaves the window, as the `limits` library
+    /// under Flask-Limiter's moving window states it: when the next slot frees, not when the
+    /// window is empty again (the default).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use reqwest_polite::limiter::{RateLimiter, SlidingWindowLog};
+    /// use reqwest_polite::time::ManualClock;
+    ///
+    /// let clock = ManualClock::new();
+    /// let limiter = SlidingWindowLog::new(2, Duration::from_secs(10))?
+    ///     .resetting_at_the_oldest()
+    ///     .with_clock(clock.clone());
+    ///
+    /// assert!(limiter.check("alice", 1).allowed); // at 0 s
+    /// clock.advance(Duration::from_secs(4));
+    /// // The entry of 0 s leaves at 10 s; the one of 4 s at 14 s.
+    /// assert_eq!(limiter.check("alice", 1).reset, Duration::from_secs(6));
+    /// # Ok::<(), reqwest_polite::limiter::LimiterConfigError>(())
+    /// ```
+    pub fn resetting_at_the_oldest(self) -> Self {
+        Self {
+            states: self.states.with_rules(|rules| rules.oldest = true),
+        }
     }
 }
 
@@ -126,10 +156,12 @@ impl Algorithm for SlidingLogRules {
             allowed: fits,
             limit: self.limit,
             remaining: self.limit.saturating_sub(log.used),
-            reset: log
-                .entries
-                .back()
-                .map_or(Duration::ZERO, |&(at, _)| until(at)),
+            reset: if self.oldest {
+                log.entries.front()
+            } else {
+                log.entries.back()
+            }
+            .map_or(Duration::ZERO, |&(at, _)| until(at)),
             retry_after,
         }
     }

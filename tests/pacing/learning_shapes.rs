@@ -524,3 +524,32 @@ async fn over_real_sockets_a_window_edge_at_any_phase_costs_no_429_per_window() 
     }
     println!("real sockets, X-RateLimit 20 per s: {}", report.join(", "));
 }
+
+/// A sliding log that states its reset as Flask-Limiter's moving window does (when the oldest
+/// entry leaves, in whole seconds), over 60 windows: long enough that a window's start, one lag
+/// after the last one's, drifts past a whole second at every start phase. An answer in the
+/// middle of a window then states the last window's next slot, rounded up to that second; taken
+/// for the window's end, it split the window there and drew 126 × 429 from 30 s on, as real
+/// Flask-Limiter drew 64 from 29 s on (the mock's default reset, when the newest entry leaves,
+/// never showed it).
+#[tokio::test(start_paused = true)]
+async fn a_sliding_log_stating_its_oldest_slot_over_sixty_windows() {
+    let requests = 2 * LONG;
+    Job {
+        name: "X-RateLimit sliding log (reset: the oldest slot), 20 per 2 s, 1,200 requests",
+        tasks: 10,
+        requests,
+        minimum: windows_minimum(requests, 20, TWO_SECONDS),
+        most_429: 3,
+        most_429_second_half: 0,
+        ratio: 1.05,
+        phases: LONG_PHASES,
+    }
+    .sweep(|| {
+        let log = SlidingWindowLog::new(20, TWO_SECONDS)
+            .expect("valid")
+            .resetting_at_the_oldest();
+        api_of(log.with_clock(TokioClock::new())).dialect(HeaderDialect::XRateLimit)
+    })
+    .await;
+}
