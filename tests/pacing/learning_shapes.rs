@@ -368,12 +368,15 @@ async fn silent_windows_over_a_long_job() {
         .silent()
     })
     .await;
+    // Its time has a tail: one phase took 1.55 × in a CI run and 1.60 × in one of 50 local
+    // sweeps (1.01-1.21 × in the others), the silent learner's tail that `learning_grid`
+    // holds its silent cases to 1.75 × for (issue 17); the bar catches a shape that breaks.
     long_job(
         "silent sliding log, 20 per 2 s",
         windows_minimum(LONG, 20, TWO_SECONDS),
         60,
         2,
-        1.25,
+        1.75,
     )
     .sweep(|| {
         let log = SlidingWindowLog::new(20, TWO_SECONDS).expect("valid");
