@@ -505,8 +505,10 @@ impl KeyQuota {
     /// whenever the second fell there (the window's start drifts past the clock's seconds by
     /// a few milliseconds a window), split it in two, and the edges of both were refused from
     /// then on.
+    /// Once the window has sent as many as the last one, a reset it states is its own.
     fn moving_end(&self, stated: Duration) -> Duration {
-        match (self.moving, self.sends.first(), self.lag_by) {
+        let mid_window = self.sends.len() < self.previous_sends.len();
+        match (self.moving && mid_window, self.sends.first(), self.lag_by) {
             (true, Some(first), Some(lag)) => stated.max(first.at.saturating_add(lag)),
             _ => stated,
         }
