@@ -149,8 +149,11 @@ impl WindowLag {
         }
         // The whole second in the stated grain, and just past it.
         let second = Duration::from_secs(floor.as_secs() + u64::from(floor.subsec_nanos() > 0));
+        if second.is_zero() {
+            return after + gap / 2;
+        }
         let just_past = second + LAG_MARGIN;
-        if !second.is_zero() && self.after < second && second <= by {
+        if self.after < second && second <= by {
             // The whole second lies between the bounds: probe just past it, or at the safe
             // end when that is no further (admitted there, or a little later, woken late).
             if just_past + LAG_NARROW < by {
@@ -158,7 +161,7 @@ impl WindowLag {
             } else {
                 by
             }
-        } else if !second.is_zero() && self.after >= second && self.after < just_past + LAG_NARROW {
+        } else if self.after >= second && self.after < just_past + LAG_NARROW {
             // Refused just past it (the probe went late by less than a step): one step on.
             (self.after + LAG_NARROW).min(by)
         } else {
