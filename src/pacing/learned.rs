@@ -474,7 +474,17 @@ impl KeyQuota {
         {
             return None;
         }
-        self.free_per_unit()
+        let per_unit = self.free_per_unit()?;
+        // What is measured is the span's average; a counter frees at the rate its last window
+        // was spent at, and a window that follows one spent a unit short (the pace leaves
+        // the last unit to the next window about every other window) frees a unit's worth
+        // slower. Paced at the average, its requests were refused in such windows (three
+        // in a 600-request job); paced a unit per window slower, not, and what the slower
+        // pace leaves is stated as left and spent at once.
+        Some(match self.limit {
+            Some(limit) if limit > 1 => per_unit.mul_f64(limit as f64 / (limit - 1) as f64),
+            _ => per_unit,
+        })
     }
 
     /// When the next request of a trickling window may go: the n-th request of a window goes
@@ -798,7 +808,17 @@ impl KeyQuota {
                     }
                 }
             }
-            (Outcome::Throttled, true) => self.early_refused = true,
+            (Outcome::Throttled, true) => {
+                self.early_refused = true;
+                // The copy of the last window was refused before any roll said how the
+                // window frees: it does not free as the last window's requests age out (a
+                // sliding counter frees a little of every one at a time). Taken for a
+                // trickle at the next roll, the copy would be tried again at once, and
+                // refused again.
+                if self.refill == Refill::Unknown && !self.moving {
+                    self.refill = Refill::Stated;
+                }
+            }
         }
     }
 
