@@ -224,6 +224,44 @@ impl RateLimitedApi {
         self
     }
 
+    /// States each reset as the whole second after it (⌊t⌋ + 1, never t itself), as
+    /// Flask-Limiter writes `X-RateLimit-Reset` and its `Retry-After`: a reset that falls on a
+    /// whole second (a window of whole seconds aligned with the clock, ending) is stated a
+    /// second late. By default a reset is rounded up, and one on a whole second stated as it
+    /// is.
+    ///
+    /// ```
+    /// use std::time::{Duration, SystemTime, UNIX_EPOCH};
+    /// use reqwest_polite::limiter::{RateLimiter, SlidingWindowCounter};
+    /// use reqwest_polite::mock::{Layer, Partition, RateLimitedApi};
+    /// use reqwest_polite::time::UnixClock;
+    /// use reqwest_polite::headers::HeaderDialect;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// // One window of a second, aligned with the clock: it ends on the next whole second.
+    /// let counter = SlidingWindowCounter::new(5, Duration::from_secs(1))?
+    ///     .resetting_at_the_next_unit()
+    ///     .with_clock(UnixClock);
+    /// let api = RateLimitedApi::new()
+    ///     .layer(Layer::new("global", Partition::Global, counter))
+    ///     .dialect(HeaderDialect::XRateLimit)
+    ///     .reset_the_second_after()
+    ///     .start()
+    ///     .await?;
+    /// let response = reqwest::get(api.uri()).await?;
+    /// let now = SystemTime::now().duration_since(UNIX_EPOCH)?.as_secs();
+    /// let reset: u64 = response.headers()["x-ratelimit-reset"].to_str()?.parse()?;
+    /// // The window's end (now + 1, unless a second turned meanwhile), stated a second late.
+    /// assert!(reset == now + 2 || reset == now + 1, "{reset} at {now}");
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn reset_the_second_after(mut self) -> Self {
+        self.style.reset_second_after = true;
+        self
+    }
+
     /// Says nothing about its limits: a 429 carries no `Retry-After` and no response carries
     /// a rate-limit field, as many real APIs answer. With any algorithm, for testing clients
     /// against servers that state nothing (overrides [`dialects`](Self::dialects) and

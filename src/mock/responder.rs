@@ -139,6 +139,8 @@ pub(crate) struct RefusalStyle {
     pub(crate) retry_after_ms: bool,
     /// `Retry-After` as an HTTP-date rather than seconds.
     pub(crate) retry_after_date: bool,
+    /// Resets stated as the whole second after them, ⌊t⌋ + 1 (Flask-Limiter's).
+    pub(crate) reset_second_after: bool,
     /// Bare 429s: no `Retry-After`, no quota field, on any response.
     pub(crate) silent: bool,
     /// With `silent`: the same `Retry-After` on every 429 (a proxy's static one), in whole
@@ -292,7 +294,7 @@ impl RateLimitResponder {
                 None => reply,
             };
         }
-        let wait = by.decision.retry_after.unwrap_or(by.decision.reset);
+        let wait = self.stated_wait(now, by.decision.retry_after.unwrap_or(by.decision.reset));
         // Never "0": a client told to wait 0 s would come straight back.
         let seconds = retry_after_seconds(wait).max(1);
         let response = Reply::new(429);
@@ -319,6 +321,17 @@ impl RateLimitResponder {
         self.quota_headers(by, before, now, response)
     }
 
+    /// A wait of `wait` from `now` as this mock states it: as it is, or (with
+    /// `reset_second_after`) up to the whole second after the instant it ends.
+    fn stated_wait(&self, now: SystemTime, wait: Duration) -> Duration {
+        if !self.inner.style.reset_second_after {
+            return wait;
+        }
+        let since_epoch = now.duration_since(UNIX_EPOCH).unwrap_or(Duration::ZERO);
+        let after = Duration::from_secs(since_epoch.saturating_add(wait).as_secs() + 1);
+        after.saturating_sub(since_epoch)
+    }
+
     /// The quota headers: the stated layer first, then (IETF only) the others that decided.
     fn quota_headers(
         &self,
@@ -334,7 +347,7 @@ impl RateLimitResponder {
             policy: d.layer.name().to_owned(),
             limit: d.decision.limit,
             remaining: d.decision.remaining,
-            reset: d.decision.reset,
+            reset: self.stated_wait(now, d.decision.reset),
             window: d.layer.window(),
             partition_key: stated_partition_key(d),
         };
