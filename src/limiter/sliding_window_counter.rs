@@ -43,6 +43,8 @@ struct SlidingCounterRules {
     /// The reset states when the next unit of the fading count frees (see
     /// [`SlidingWindowCounter::resetting_at_the_next_unit`]).
     next_unit: bool,
+    /// Refused requests count too (see [`SlidingWindowCounter::counting_refused`]).
+    count_refused: bool,
 }
 
 /// One key's counts in the window it was last used in and in the window before.
@@ -63,6 +65,7 @@ impl SlidingWindowCounter {
                 window_nanos,
                 floored: false,
                 next_unit: false,
+                count_refused: false,
             }),
         })
     }
@@ -114,6 +117,33 @@ impl SlidingWindowCounter {
     /// ```
     pub fn resetting_at_the_next_unit(self) -> Self {
         self.with_rules(|rules| rules.next_unit = true)
+    }
+
+    /// Refused requests count too, as HAProxy's stick tables count every request they track
+    /// (`http_req_rate`, tracked before the rule that denies): pressing on while refused keeps
+    /// the rate up, and the block lasts longer.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use reqwest_polite::limiter::{RateLimiter, SlidingWindowCounter};
+    /// use reqwest_polite::time::ManualClock;
+    ///
+    /// let clock = ManualClock::new();
+    /// let limiter = SlidingWindowCounter::new(2, Duration::from_secs(1))?
+    ///     .floored()
+    ///     .counting_refused()
+    ///     .with_clock(clock.clone());
+    ///
+    /// assert!(limiter.check("alice", 2).allowed);
+    /// assert!(!limiter.check("alice", 1).allowed); // counted all the same: 3 in window 0
+    /// clock.set(Duration::from_millis(1_200)); // 3 × 0.8 = 2.4 (2 × 0.8 = 1.6 if not)
+    /// assert!(!limiter.check("alice", 1).allowed);
+    /// clock.set(Duration::from_millis(1_700)); // 3 × 0.3 + 1 refused = 1.9, counted as 1
+    /// assert!(limiter.check("alice", 1).allowed);
+    /// # Ok::<(), reqwest_polite::limiter::LimiterConfigError>(())
+    /// ```
+    pub fn counting_refused(self) -> Self {
+        self.with_rules(|rules| rules.count_refused = true)
     }
 
     fn with_rules(self, change: impl FnOnce(&mut SlidingCounterRules)) -> Self {
@@ -201,8 +231,7 @@ impl Algorithm for SlidingCounterRules {
         } else {
             self.scaled_estimate(counts.previous, with_cost, elapsed) <= budget
         };
-        if fits {
-            // with_cost ≤ limit here, so it fits a u64.
+        if fits || self.count_refused {
             counts.current = counts.current.saturating_add(cost);
         }
         let estimate = self.scaled_estimate(counts.previous, counts.current.into(), elapsed);

@@ -33,6 +33,19 @@
 //! budget taken from one is net of the requests in flight and of those answered while it was
 //! out; spent is spent until the lag has passed.
 //!
+//! # A quota that frees a unit at a time
+//!
+//! A quota stated with whole-second resets and no window whose copy of the last window was
+//! refused frees otherwise: a sliding window counter (its last window fading), a bucket
+//! refilling at its rate. Each answer's credit (what it states is left, plus ours it has
+//! admitted) grows only as the quota frees, so answers to requests sent alone measure the
+//! rate (the `rate` module). Once a span of them shows it, each request goes alone, a unit's
+//! time after the last answer that found the quota spent, at a unit per window slower than
+//! the measured average: a counter frees at the rate its last window was spent at, slower
+//! than the average after a window spent a unit short. What the pace leaves, answers state
+//! as left, and it is spent at once. A pace whose requests are refused (a log freeing in
+//! bursts) is dropped, and tried again on fresh evidence at most twice.
+//!
 //! # Servers that say nothing
 //!
 //! A 429 (or 503) with no quota field still says "too fast"; the `silent` module infers the

@@ -49,6 +49,10 @@ enum Shape {
     Log(u64, Duration),
     /// A sliding window counter stated the way Flask-Limiter states its `limits` counter.
     Counter(u64, Duration),
+    /// A sliding window counter that counts refused requests too, its windows from the
+    /// server's start: HAProxy's stick table `http_req_rate`, tracked before the rule that
+    /// denies.
+    Counting(u64, Duration),
     /// A token bucket: per second, burst.
     Bucket(u32, u32),
     /// A leaky bucket: per second, burst.
@@ -95,6 +99,13 @@ fn build(shape: &Shape, says: Says) -> RateLimitedApi {
         )
         .retry_after_date()
         .reset_the_second_after(),
+        Shape::Counting(l, w) => api_of(
+            SlidingWindowCounter::new(l, w)
+                .expect("valid")
+                .floored()
+                .counting_refused()
+                .with_clock(TokioClock::new()),
+        ),
         Shape::Bucket(r, b) => api_of(
             TokenBucket::new(Rate::per_second(nz(r)).with_burst(nz(b)))
                 .with_clock(TokioClock::new()),
@@ -118,7 +129,8 @@ fn minimum(shape: &Shape, n: u64) -> Duration {
         Shape::Fixed(l, w)
         | Shape::FirstRequest(l, w)
         | Shape::Log(l, w)
-        | Shape::Counter(l, w) => w * (n.div_ceil(l) - 1) as u32,
+        | Shape::Counter(l, w)
+        | Shape::Counting(l, w) => w * (n.div_ceil(l) - 1) as u32,
         Shape::Bucket(r, b) | Shape::Leaky(r, b) => {
             Duration::from_secs_f64((n - u64::from(b)) as f64 / f64::from(r))
         }
@@ -517,6 +529,17 @@ async fn shapes_and_parameters_named_nowhere_else() {
 /// Cases the learner fails, with what they measure (worst run over 8 phases), held to the
 /// issue's bars so that a fix shows here: `cargo test --features mock --test pacing
 /// known_failures -- --include-ignored --nocapture`.
+/// - HAProxy's stick table (`http_req_rate`: a sliding window counter that counts refused
+///   requests too, its periods from the server's start), silent or with a static
+///   `Retry-After: 1`: 10 per 1 s with the `Retry-After`, 38-39 × 429 (16 late), 1.44-2.05 ×
+///   the minimum in 2 sweeps; 20 per 2 s, bare, 12-13 × 429, 1.32-1.88 ×. Real HAProxy 2.6
+///   (`scripts/acceptance.sh --panel --only haproxy-10per1s-ra1`): 19 × 429, 1.53 ×. The
+///   silent model copies each window's send times into the next (for a sliding log), and
+///   the probe pauses of its first window (250 ms, ×1.5) are copied on: each window's
+///   requests bunch at its end, which a counter at its rate refuses, and each refusal keeps
+///   the window unproven. Spreading a window's requests evenly over it, or lowering the
+///   ceiling when a window is refused at it again, each alone or both, did not help
+///   (1.27-1.84 ×, 18-58 × 429): the estimates themselves (quota and window) are off.
 /// - A stated token bucket of 5 per second with a burst of 1 in IETF headers: 0 × 429 but
 ///   5.1 × the minimum: the mock states `q=1;w=1` (its window, 200 ms, rounded up to a whole
 ///   second), and the client keeps to the stated window.
@@ -571,6 +594,26 @@ async fn known_failures() {
             10,
             3,
             0,
+            1.05,
+        ),
+        case(
+            "haproxy counter 10/1s ra1",
+            Shape::Counting(10, ms(1000)),
+            Says::RetryAfter,
+            500,
+            10,
+            10,
+            3,
+            1.05,
+        ),
+        case(
+            "haproxy counter 20/2s silent",
+            Shape::Counting(20, ms(2000)),
+            Says::Silent,
+            520,
+            10,
+            10,
+            3,
             1.05,
         ),
         case(
