@@ -342,6 +342,19 @@ async fn shapes_and_parameters_named_nowhere_else() {
             1,
             1.10,
         ),
+        // A bucket stating the time until it is full as its reset: each burst waited for it
+        // (12-13 × 429, 1.35-1.47 ×, a known failure) until the time the bucket took to be
+        // full again counted as evidence of its rate; now 2 × 429, 1.00-1.01 × in 3 runs.
+        case(
+            "bucket 25/s b50 x",
+            Shape::Bucket(25, 50),
+            Says::X,
+            600,
+            10,
+            3,
+            1,
+            1.05,
+        ),
         case(
             "counter 10/1s x",
             Shape::Counter(10, ms(1000)),
@@ -543,8 +556,6 @@ async fn shapes_and_parameters_named_nowhere_else() {
 /// - A stated token bucket of 5 per second with a burst of 1 in IETF headers: 0 × 429 but
 ///   5.1 × the minimum: the mock states `q=1;w=1` (its window, 200 ms, rounded up to a whole
 ///   second), and the client keeps to the stated window.
-/// - A token bucket of 25 per second with a burst of 50 stating `X-RateLimit-*`: 12 × 429,
-///   5 late, 1.5 × the minimum (the reset it states is when the bucket is full again).
 /// - A sliding log of 12 per 1.2 s in IETF headers: 0 × 429, 1.69 × (the window is stated as
 ///   2 s, rounded up, and the client keeps to it).
 /// - A silent sliding counter of 20 per 2 s: 18-25 × 429 and, from one sweep to the next, 1.15
@@ -614,16 +625,6 @@ async fn known_failures() {
             10,
             10,
             3,
-            1.05,
-        ),
-        case(
-            "bucket 25/s b50 x",
-            Shape::Bucket(25, 50),
-            Says::X,
-            600,
-            10,
-            3,
-            0,
             1.05,
         ),
     ];

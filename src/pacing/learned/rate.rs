@@ -27,7 +27,14 @@
 //! the measure does not slide down with the pace.
 //!
 //! While the quota is (nearly) whole, nothing it frees shows, so a span of evidence starts
-//! again at such an answer. The span keeps the latest answers that show 32 units freed.
+//! again at such an answer. The span keeps the latest answers that show 32 units freed. The
+//! span that ended is kept as evidence, with the time it took to be whole again (at least
+//! what freed by then; it may have been whole sooner): a bucket spent in a burst at each
+//! reset, and stating when it is full again as its reset, shows its rate in no single span
+//! of lone answers (each from the burst to a probe a few hundred ms later), but the time it
+//! took to be full again does. A pace is taken from the span, and from as many of the spans
+//! before it (the last eight kept) as it takes to be long enough, a unit of rounding off for
+//! each.
 //!
 //! The learner (`paced_interval` in the parent module) paces to this only for a quota stated
 //! with whole-second resets and no window, not a moving window, whose mirror of the last
@@ -88,7 +95,22 @@ pub(super) struct FreeRate {
     unsteady_at: Option<u64>,
     /// How many times the pace was found unsteady.
     trials: u32,
+    /// Earlier spans, each ended by a quota found whole again (or by less credit): how long
+    /// each was and how much freed in it, newest last. A bucket that refills between bursts
+    /// shows its rate only in short spans, each from the burst that found it full to the
+    /// next probe; together they are long enough to say.
+    earlier: VecDeque<Freed>,
 }
+
+/// How much a span of evidence showed freed, and over how long.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Freed {
+    span: Duration,
+    units: u64,
+}
+
+/// At most this many earlier spans are kept.
+const EARLIER_KEPT: usize = 8;
 
 /// How many times a pace found unsteady is tried again on fresh evidence. Requests spent in
 /// bursts before the pace (a window's whole quota at a reset) leave a counter's next window
@@ -135,6 +157,22 @@ impl FreeRate {
             .back()
             .is_some_and(|last| sample.credit < last.credit);
         if whole || less {
+            // The span so far is evidence, and so is the time it took to be whole again: at
+            // least that much freed by then (it may have been whole sooner: a lower bound on
+            // the rate, as the span's own is).
+            let freed = match self.span.front() {
+                Some(first) if whole && !less => Some(Freed {
+                    span: answered.saturating_sub(first.sent),
+                    units: sample.credit.saturating_sub(first.credit),
+                }),
+                _ => self.span_freed(),
+            };
+            if let Some(freed) = freed.filter(|freed| freed.units > 0) {
+                if self.earlier.len() == EARLIER_KEPT {
+                    self.earlier.pop_front();
+                }
+                self.earlier.push_back(freed);
+            }
             self.span.clear();
         }
         self.span.push_back(sample);
@@ -163,7 +201,11 @@ impl FreeRate {
             return;
         }
         match self.unsteady_at {
-            None => self.unsteady_at = Some(credit),
+            None => {
+                // Only evidence from after the verdict tries the pace again.
+                self.unsteady_at = Some(credit);
+                self.earlier.clear();
+            }
             Some(at)
                 if self.span.front().is_some_and(|first| first.credit >= at) && self.measured() =>
             {
@@ -184,22 +226,43 @@ impl FreeRate {
         }
     }
 
+    /// What the current span shows freed.
+    fn span_freed(&self) -> Option<Freed> {
+        let (first, last) = (self.span.front()?, self.span.back()?);
+        Some(Freed {
+            span: last.answered.saturating_sub(first.sent),
+            units: last.credit.saturating_sub(first.credit),
+        })
+    }
+
+    /// The evidence a pace is taken from: the current span, and as many earlier spans as it
+    /// takes (newest first) to be [`LEAST_SPAN`] long with [`LEAST_FREED`] units freed. Each
+    /// span's growth may be a unit of rounding, so what surely freed is that many units fewer.
+    fn evidence(&self) -> Option<(Duration, u64)> {
+        let (mut span, mut freed, mut pieces) = (Duration::ZERO, 0u64, 0u64);
+        let current = self.span_freed().filter(|_| self.span.len() > 1);
+        for piece in current
+            .into_iter()
+            .chain(self.earlier.iter().rev().copied())
+        {
+            span = span.saturating_add(piece.span);
+            freed = freed.saturating_add(piece.units);
+            pieces += 1;
+            if span >= LEAST_SPAN && freed >= LEAST_FREED.max(pieces + 1) {
+                return Some((span, freed - pieces));
+            }
+        }
+        None
+    }
+
     /// The time one unit takes to free, at the least rate the evidence allows; None until the
-    /// span is long enough to say, or when the quota does not free steadily.
+    /// evidence is long enough to say, or when the quota does not free steadily.
     pub(super) fn per_unit(&self) -> Option<Duration> {
         if !self.steady() {
             return None;
         }
-        let (first, last) = (self.span.front()?, self.span.back()?);
-        let span = last.answered.saturating_sub(first.sent);
-        let freed = last.credit.saturating_sub(first.credit);
-        // One unit of the growth may be rounding.
-        let surely = freed.checked_sub(1).filter(|_| freed >= LEAST_FREED)?;
-        if span < LEAST_SPAN {
-            return None;
-        }
-        let per_unit = span / u32::try_from(surely).unwrap_or(u32::MAX);
-        Some(per_unit)
+        let (span, surely) = self.evidence()?;
+        Some(span / u32::try_from(surely).unwrap_or(u32::MAX))
     }
 }
 
@@ -269,8 +332,12 @@ impl KeyQuota {
 mod tests {
     use super::super::Admission;
     use super::*;
-    use crate::limiter::{RateLimiter, SlidingWindowCounter};
-    use crate::time::ManualClock;
+    use crate::limiter::{RateLimiter, SlidingWindowCounter, TokenBucket};
+    use crate::time::{ManualClock, Rate};
+
+    fn nz(n: u32) -> std::num::NonZeroU32 {
+        std::num::NonZeroU32::new(n).expect("not zero")
+    }
 
     const MS: Duration = Duration::from_millis(1);
 
@@ -338,12 +405,56 @@ mod tests {
         let mut rate = FreeRate::default();
         rate.answered(Duration::ZERO, MS * 2, true, 0, 10, true);
         rate.answered(MS * 2000, MS * 2002, true, 9, 10, true);
-        // Nearly whole (9 of 10 left after this one): the quota may have stopped freeing.
+        // Nearly whole (9 of 10 left after this one): the quota may have stopped freeing, so
+        // the span starts again. The time it took to be whole is evidence all the same: ten
+        // freed (nine surely) in 2,002 ms at least.
         assert_eq!(rate.span.front().map(|s| s.sent), Some(MS * 2000));
-        assert_eq!(rate.per_unit(), None);
+        assert_eq!(rate.per_unit(), Some((MS * 2002) / 9));
         rate.answered(MS * 4000, MS * 4002, true, 0, 10, true);
-        // Less credit than the span's first (someone else spent): from here again.
+        // Less credit than the span's first (someone else spent): from here again. The
+        // earlier evidence still counts (the span that ended showed nothing freed).
         assert_eq!(rate.span.front().map(|s| s.sent), Some(MS * 4000));
+        assert_eq!(rate.per_unit(), Some((MS * 2002) / 9));
+    }
+
+    #[test]
+    fn a_bucket_full_again_between_bursts_shows_its_rate_from_below() {
+        // 25 per second into a bucket of 50: a burst spends it, a lone probe 300 ms later
+        // finds some freed, the rest goes, a lone request is refused, and the next lone
+        // answer, 3 s after the burst, finds it full. No span between two full answers is
+        // 1.5 s long; the time each took to be full again is.
+        let clock = ManualClock::new();
+        let bucket =
+            TokenBucket::new(Rate::per_second(nz(25)).with_burst(nz(50))).with_clock(clock.clone());
+        let mut rate = FreeRate::default();
+        let ask = |rate: &mut FreeRate, at: Duration, alone: bool| {
+            clock.set(at);
+            let decision = bucket.check("c", 1);
+            rate.answered(at, at + MS, decision.allowed, decision.remaining, 50, alone);
+            decision.remaining
+        };
+        let mut units = Vec::new();
+        for cycle in 0..3u32 {
+            let start = MS * 3000 * cycle;
+            ask(&mut rate, start, true);
+            for n in 1..50 {
+                ask(&mut rate, start + MS * n / 5, false);
+            }
+            let mut left = ask(&mut rate, start + MS * 300, true);
+            let mut at = start + MS * 301;
+            while left > 0 {
+                left = ask(&mut rate, at, false);
+                at += MS / 10;
+            }
+            ask(&mut rate, start + MS * 320, true);
+            units.push(rate.per_unit());
+        }
+        let exact = Duration::from_secs(1) / 25;
+        let unit = units[2].expect("a pace");
+        assert!(
+            unit >= exact && unit <= exact.mul_f64(1.5),
+            "{unit:?} for {exact:?} ({units:?})"
+        );
     }
 
     #[test]
