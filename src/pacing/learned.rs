@@ -957,6 +957,19 @@ impl KeyQuota {
                 } else {
                     Refill::Whole
                 };
+                if self.refill == Refill::Whole
+                    && self.coarse
+                    && self.window.is_none()
+                    && !self.moving
+                    && let Some(first) = self.previous_sends.first()
+                {
+                    // The last window had freed by now, this long after its first request
+                    // went: a bound on a window that begins with its first request, finer
+                    // than the phase of a reset rounded up past a second (such a window,
+                    // begun just past a whole second, is stated to end nearly two later).
+                    let lag = now.saturating_sub(first.at);
+                    self.lag_by = Some(self.lag_by.map_or(lag, |known| known.min(lag)));
+                }
             }
             // A trickling window's answers state when its next slot frees, not when it ends:
             // the window ends one window after its first request, as projected at its roll.

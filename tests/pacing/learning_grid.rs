@@ -179,6 +179,13 @@ const fn case(
 async fn sweep(cases: Vec<Case>, phases: u64) {
     let _turn = take_turn(module_path!()).await;
     let only = std::env::var("ONLY").ok();
+    if std::env::var("RUST_LOG").is_ok() {
+        // What the learner decided, for one case at one phase (`ONLY`, `PHASE_MS`).
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+            .with_test_writer()
+            .try_init();
+    }
     let mut failures = Vec::new();
     for case in cases {
         if only.as_deref().is_some_and(|o| !case.name.contains(o)) {
@@ -190,6 +197,13 @@ async fn sweep(cases: Vec<Case>, phases: u64) {
         let (mut most, mut late, mut worst, mut best, mut slowest) = (0, 0, 0f64, f64::MAX, 0f64);
         for phase in 0..phases {
             let phase = Duration::from_millis(1000 * phase / phases);
+            if std::env::var("PHASE_MS")
+                .ok()
+                .and_then(|p| p.parse::<u128>().ok())
+                .is_some_and(|p| p != phase.as_millis())
+            {
+                continue;
+            }
             start_at_phase(phase).await;
             let responder = build(shape, says).responder().expect("a valid mock");
             let run = simulated_sync_job(PoliteClientBuilder::new(), &responder, tasks, n).await;
