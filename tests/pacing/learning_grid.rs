@@ -8,6 +8,12 @@
 //! looser than the issue "polite to limiters it has never seen" asks (3 × 429 stated, 10
 //! silent, 1.05 × the minimum), the case's row says what it reaches. Cases the learner fails
 //! outright are in [`known_failures`], ignored, with what they measure.
+//!
+//! To look at one case: `ONLY=<part of its name>` runs the cases whose name holds it,
+//! `PHASE_MS=<ms>` only that start phase (0, 125, ..., 875), `TIMELINE=1` prints each run's
+//! send times (an `x` marks a 429), and `RUST_LOG=reqwest_polite=trace` what the learner
+//! decided. The jitter is drawn afresh in each run: a tail seen once may need tens of runs
+//! of one phase to show again.
 
 use std::num::NonZeroU32;
 use std::time::Duration;
