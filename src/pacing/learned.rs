@@ -511,6 +511,7 @@ impl KeyQuota {
     /// first. None when the last window had no n-th.
     fn mirrored(&self) -> Option<Duration> {
         let (first, start) = (self.previous_sends.first()?, self.sends.first()?);
+        let nth = self.previous_sends.get(self.sends.len())?;
         // Measured from when the server had counted a request to the window's first send (when
         // it had not yet), so that the server's own queueing cannot make the copy run ahead.
         // Until the window is known to move, every request is taken as counted by its answer:
@@ -523,17 +524,7 @@ impl KeyQuota {
                 sent.answered
             }
         };
-        // The n-th slot frees one window after the n-th request the server counted, not the
-        // n-th sent: its threads answer out of order, and a request answered late may have
-        // been counted after later ones. (Copied in the order they went, a request ranked
-        // after a slow one went before the slow one's slot had freed, and was refused.)
-        let rank = self.sends.len();
-        if rank >= self.previous_sends.len() {
-            return None;
-        }
-        let mut times: Vec<Duration> = self.previous_sends.iter().map(counted).collect();
-        let (_, nth, _) = times.select_nth_unstable(rank);
-        Some(counted(start).saturating_add(nth.saturating_sub(first.at)))
+        Some(counted(start).saturating_add(counted(nth).saturating_sub(first.at)))
     }
 
     /// The end of a moving window whose answer states `stated`: no sooner than one lag after
