@@ -24,12 +24,6 @@
 //! module). When the window that opened early frees one request at a time (a moving window),
 //! its requests go at the pace the last window's went, each first alone.
 //!
-//! The phase assumes windows on the clock's seconds. A window that begins with its first
-//! request does not keep one: begun just past a whole second, it is stated to end nearly two
-//! seconds later. Each window found whole again (by a probe or after a pause) bounds the
-//! window's length by the time since the last window's first send, and when that bound falls
-//! well before the phase's probe, the probe goes at it.
-//!
 //! A moving window is recognised inside a window an early probe opened: a later answer finds
 //! more left than an earlier one, yet not the whole quota. Its reset then follows our own
 //! sends (it is when the window's first request ages out, rounded up), so the phase of the
@@ -963,19 +957,6 @@ impl KeyQuota {
                 } else {
                     Refill::Whole
                 };
-                if self.refill == Refill::Whole
-                    && self.coarse
-                    && self.window.is_none()
-                    && !self.moving
-                    && let Some(first) = self.previous_sends.first()
-                {
-                    // The last window had freed by now, this long after its first request
-                    // went: a bound on a window that begins with its first request, finer
-                    // than the phase of a reset rounded up past a second (such a window,
-                    // begun just past a whole second, is stated to end nearly two later).
-                    let lag = now.saturating_sub(first.at);
-                    self.lag_by = Some(self.lag_by.map_or(lag, |known| known.min(lag)));
-                }
             }
             // A trickling window's answers state when its next slot frees, not when it ends:
             // the window ends one window after its first request, as projected at its roll.

@@ -565,37 +565,6 @@ fn refused_probes_narrow_the_phase_which_carries_over_to_the_next_window() {
     );
 }
 
-#[test]
-fn a_window_begun_by_its_first_request_just_past_a_whole_second_is_probed_a_window_after_it() {
-    // 20 per 1 s, each window begun by its first request, the reset stated as a Unix time
-    // (rounded up); the whole seconds fall at 0.125 s, 1.125 s, ... on this clock.
-    let mut q = KeyQuota::default();
-    spend_window(&mut q, MS * 1125);
-    // The first window ends at 1 s: the probe an eighth before the stated instant is refused.
-    assert_eq!(q.try_reserve(MS * 4, 1), Admission::WaitUntil(secs(1)));
-    let probe = reserve(&mut q, secs(1));
-    let now = secs(1) + MS;
-    see(&mut q, now, probe, true, &refused_until(now, MS * 1125));
-    // The next window begins with the request at the stated instant, counted just past the
-    // whole second: it ends at 2.125 s, stated as 3.125 s.
-    let first = reserve(&mut q, MS * 1125);
-    let now = MS * 1126;
-    see(&mut q, now, first, false, &coarse(19, MS * 3125 - now));
-    let rest: Vec<Ticket> = (0..19).map(|_| reserve(&mut q, MS * 1127)).collect();
-    for (i, ticket) in rest.into_iter().enumerate() {
-        let now = MS * 1128;
-        let left = 18 - i as u64;
-        see(&mut q, now, ticket, false, &coarse(left, MS * 3125 - now));
-    }
-    // The last window freed by 1.126 s after its first request went: the probe goes that
-    // long after this window's first, not at the phase's end of the stated second (3.125 s,
-    // where each window would begin just past a second again and last nearly two).
-    assert_eq!(
-        q.try_reserve(MS * 1129, 1),
-        Admission::WaitUntil(MS * (1125 + 1126))
-    );
-}
-
 /// The last window: one request at 0, then one every 10 ms, each answered 1 ms later. The
 /// probe at 1.875 s is admitted, but the answer says nothing more is left: the quota frees one
 /// request at a time (a sliding log), as the last window's requests age out.
