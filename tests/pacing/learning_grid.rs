@@ -185,6 +185,9 @@ const fn case(
 async fn sweep(cases: Vec<Case>, phases: u64) {
     let _turn = take_turn(module_path!()).await;
     let only = std::env::var("ONLY").ok();
+    let only_phase = std::env::var("PHASE_MS")
+        .ok()
+        .and_then(|p| p.parse::<u128>().ok());
     if std::env::var("RUST_LOG").is_ok() {
         // What the learner decided, for one case at one phase (`ONLY`, `PHASE_MS`).
         let _ = tracing_subscriber::fmt()
@@ -203,11 +206,7 @@ async fn sweep(cases: Vec<Case>, phases: u64) {
         let (mut most, mut late, mut worst, mut best, mut slowest) = (0, 0, 0f64, f64::MAX, 0f64);
         for phase in 0..phases {
             let phase = Duration::from_millis(1000 * phase / phases);
-            if std::env::var("PHASE_MS")
-                .ok()
-                .and_then(|p| p.parse::<u128>().ok())
-                .is_some_and(|p| p != phase.as_millis())
-            {
+            if only_phase.is_some_and(|p| p != phase.as_millis()) {
                 continue;
             }
             start_at_phase(phase).await;

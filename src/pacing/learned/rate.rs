@@ -160,12 +160,10 @@ impl FreeRate {
             // The span so far is evidence, and so is the time it took to be whole again: at
             // least that much freed by then (it may have been whole sooner: a lower bound on
             // the rate, as the span's own is).
-            let freed = match self.span.front() {
-                Some(first) if whole && !less => Some(Freed {
-                    span: answered.saturating_sub(first.sent),
-                    units: sample.credit.saturating_sub(first.credit),
-                }),
-                _ => self.span_freed(),
+            let freed = if whole && !less {
+                self.freed_until(answered, sample.credit)
+            } else {
+                self.span_freed()
             };
             if let Some(freed) = freed.filter(|freed| freed.units > 0) {
                 if self.earlier.len() == EARLIER_KEPT {
@@ -228,10 +226,16 @@ impl FreeRate {
 
     /// What the current span shows freed.
     fn span_freed(&self) -> Option<Freed> {
-        let (first, last) = (self.span.front()?, self.span.back()?);
+        let last = self.span.back()?;
+        self.freed_until(last.answered, last.credit)
+    }
+
+    /// What freed from the span's first sample to an answer at `answered` with `credit`.
+    fn freed_until(&self, answered: Duration, credit: u64) -> Option<Freed> {
+        let first = self.span.front()?;
         Some(Freed {
-            span: last.answered.saturating_sub(first.sent),
-            units: last.credit.saturating_sub(first.credit),
+            span: answered.saturating_sub(first.sent),
+            units: credit.saturating_sub(first.credit),
         })
     }
 
