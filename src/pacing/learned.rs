@@ -764,7 +764,7 @@ impl KeyQuota {
         }
         self.free_rate_saw(now, ticket, outcome, info);
         if let Some(early) = early {
-            self.early_seen(now, &mut ticket, early, outcome);
+            self.early_seen(now, &mut ticket, early, outcome, info.reset);
         } else {
             self.rolled_under(now, &mut ticket, outcome, info);
         }
@@ -780,13 +780,20 @@ impl KeyQuota {
         ticket: &mut Ticket,
         early: EarlyProbe,
         outcome: Outcome,
+        stated_reset: Option<Duration>,
     ) {
         // How long after the window's first send the probe went: what a moving window's lag
         // is measured in, whichever rule timed the probe (the phase's probes, before the
-        // window is known to move, bound it too).
+        // window is known to move, bound it too). The window the probe tested is this one,
+        // or the last one if a roll at the stated reset came before the probe's answer.
+        let first_sent = self
+            .sends
+            .first()
+            .or(self.previous_sends.first())
+            .map(|f| f.at);
         let lag = early
             .anchor
-            .or(self.sends.first().map(|first| first.at))
+            .or(first_sent)
             .map(|anchor| ticket.sent.saturating_sub(anchor));
         match (outcome, early.trickle) {
             (Outcome::Answered, false) => {
@@ -796,9 +803,8 @@ impl KeyQuota {
                 if early.anchor.is_none() {
                     self.phase.freed(early.latest, ticket.sent, now);
                 }
-                if let Some(first) = self.sends.first() {
-                    let lag = now.saturating_sub(first.at);
-                    self.lag_by = Some(self.lag_by.map_or(lag, |known| known.min(lag)));
+                if let Some(first) = first_sent {
+                    self.window_freed_after(now.saturating_sub(first), stated_reset);
                 }
                 self.begun_by(now, ticket);
                 self.opened_early = true;
@@ -833,6 +839,26 @@ impl KeyQuota {
                 }
             }
         }
+    }
+
+    /// The last window had freed `lag` after its first request went, and the answer that
+    /// found it so states the next reset `stated_reset` from now: `lag_by` bounds the window
+    /// by it, unless it is under half that reset. A window that begins with its first request
+    /// lasts at least half what the new window's first answer states (rounded up by under a
+    /// second, for a window of a second or more); a shorter lag is a window on the clock that
+    /// our first request found late in its course, and the next one will not free that soon
+    /// after its first request.
+    fn window_freed_after(&mut self, lag: Duration, stated_reset: Option<Duration>) {
+        let bounds = stated_reset.is_none_or(|reset| lag.saturating_mul(2) >= reset);
+        if bounds {
+            self.lag_by = Some(self.lag_by.map_or(lag, |known| known.min(lag)));
+        }
+        tracing::trace!(
+            lag_ms = lag.as_millis() as u64,
+            reset_ms = stated_reset.map(|reset| reset.as_millis() as u64),
+            bounds,
+            "pacing: a window found freed"
+        );
     }
 
     /// A pause of `wait` from `now` on a stated quota: arms the early probe that may end it
@@ -957,6 +983,18 @@ impl KeyQuota {
                 } else {
                     Refill::Whole
                 };
+                if self.refill == Refill::Whole
+                    && self.coarse
+                    && self.window.is_none()
+                    && !self.moving
+                    && let Some(first) = self.previous_sends.first()
+                {
+                    // The last window had freed by now, this long after its first request
+                    // went: a bound on a window that begins with its first request, finer
+                    // than the phase of a reset rounded up past a second (such a window,
+                    // begun just past a whole second, is stated to end nearly two later).
+                    self.window_freed_after(now.saturating_sub(first.at), info.reset);
+                }
             }
             // A trickling window's answers state when its next slot frees, not when it ends:
             // the window ends one window after its first request, as projected at its roll.
@@ -1168,6 +1206,12 @@ impl KeyQuota {
             // More left than an answer before this request went, within a window an early
             // probe opened, yet not the whole quota: slots free one by one. (A quota paced as
             // it frees shows this at every unit: its pace already fits.)
+            tracing::trace!(
+                serial = ticket.serial,
+                seen = seen.remaining,
+                left = left.remaining,
+                "pacing: the window frees slot by slot (moving)"
+            );
             self.moving = true;
         }
         if !rolled

@@ -565,6 +565,80 @@ fn refused_probes_narrow_the_phase_which_carries_over_to_the_next_window() {
     );
 }
 
+#[test]
+fn a_window_begun_by_its_first_request_just_past_a_whole_second_is_probed_a_window_after_it() {
+    // 20 per 1 s, each window begun by its first request, the reset stated as a Unix time
+    // (rounded up); the whole seconds fall at 0.125 s, 1.125 s, ... on this clock.
+    let mut q = KeyQuota::default();
+    spend_window(&mut q, MS * 1125);
+    // The first window ends at 1 s: the probe an eighth before the stated instant is refused.
+    assert_eq!(q.try_reserve(MS * 4, 1), Admission::WaitUntil(secs(1)));
+    let probe = reserve(&mut q, secs(1));
+    let now = secs(1) + MS;
+    see(&mut q, now, probe, true, &refused_until(now, MS * 1125));
+    // The next window begins with the request at the stated instant, counted just past the
+    // whole second: it ends at 2.125 s, stated as 3.125 s.
+    let first = reserve(&mut q, MS * 1125);
+    let now = MS * 1126;
+    see(&mut q, now, first, false, &coarse(19, MS * 3125 - now));
+    let rest: Vec<Ticket> = (0..19).map(|_| reserve(&mut q, MS * 1127)).collect();
+    for (i, ticket) in rest.into_iter().enumerate() {
+        let now = MS * 1128;
+        let left = 18 - i as u64;
+        see(&mut q, now, ticket, false, &coarse(left, MS * 3125 - now));
+    }
+    // The last window freed by 1.126 s after its first request went: the probe goes that
+    // long after this window's first, not at the phase's end of the stated second (3.125 s,
+    // where each window would begin just past a second again and last nearly two).
+    assert_eq!(
+        q.try_reserve(MS * 1129, 1),
+        Admission::WaitUntil(MS * (1125 + 1126))
+    );
+}
+
+#[test]
+fn a_window_on_the_clock_first_met_late_in_its_course_bounds_nothing_by_its_short_lag() {
+    // 20 per 1 s on the clock's seconds, which fall at 0.125 s, 1.125 s, ... here: the key's
+    // first request went 0.875 s into a window, which freed 0.125 s later.
+    let mut q = KeyQuota::default();
+    spend_window(&mut q, MS * 125);
+    let probe = match q.try_reserve(MS * 4, 1) {
+        Admission::Reserved(ticket) => ticket,
+        Admission::WaitUntil(t) => reserve(&mut q, t),
+    };
+    let now = probe.sent + MS;
+    if probe.sent < MS * 125 {
+        see(&mut q, now, probe, true, &refused_until(now, MS * 125));
+        let at = match q.try_reserve(now, 1) {
+            Admission::WaitUntil(t) => t,
+            Admission::Reserved(_) => panic!("a refused probe closes the gate"),
+        };
+        assert!(
+            at <= MS * 125,
+            "the stated instant at the latest, not {at:?}"
+        );
+        let first = reserve(&mut q, MS * 125);
+        see(&mut q, MS * 126, first, false, &coarse(19, MS * 999));
+    } else {
+        see(&mut q, now, probe, false, &coarse(19, MS * 1125 - now));
+    }
+    let rest: Vec<Ticket> = (0..19).map(|_| reserve(&mut q, MS * 127)).collect();
+    for (i, ticket) in rest.into_iter().enumerate() {
+        let left = 18 - i as u64;
+        see(&mut q, MS * 128, ticket, false, &coarse(left, MS * 997));
+    }
+    // The first window freed 0.126 s after its first request, but it was not begun by it:
+    // the answer that found the next one whole stated nearly a second to go. The probe goes
+    // near the stated end (an eighth before it at the most), not 0.126 s into the window.
+    match q.try_reserve(MS * 129, 1) {
+        Admission::WaitUntil(at) => assert!(
+            at >= MS * 1000 && at <= MS * 1125,
+            "the next window probed at {at:?}, its end at 1.125 s"
+        ),
+        Admission::Reserved(_) => panic!("the window is spent"),
+    }
+}
+
 /// The last window: one request at 0, then one every 10 ms, each answered 1 ms later. The
 /// probe at 1.875 s is admitted, but the answer says nothing more is left: the quota frees one
 /// request at a time (a sliding log), as the last window's requests age out.
