@@ -24,6 +24,15 @@
 //! module). When the window that opened early frees one request at a time (a moving window),
 //! its requests go at the pace the last window's went, each first alone.
 //!
+//! The phase assumes windows on the clock's seconds. A window that begins with its first
+//! request does not keep one: begun just past a whole second, it is stated to end nearly two
+//! seconds later. Each window found whole again (by an early probe, or by the first answer
+//! after a roll) bounds the window's length by the time since the first send of the window
+//! it tested (`lag_by`), and when that bound falls well before the phase's probe, the probe
+//! goes at it. A bound under half the reset the new window's first answer states is not
+//! taken: that is a window on the clock our first request met late in its course, and the
+//! next one does not free that soon after its first request.
+//!
 //! A moving window is recognised inside a window an early probe opened: a later answer finds
 //! more left than an earlier one, yet not the whole quota. Its reset then follows our own
 //! sends (it is when the window's first request ages out, rounded up), so the phase of the
