@@ -80,12 +80,19 @@
 //!   (a bucket that had refilled only in part), which undoes it;
 //! - a refusal inside a whole window: the quota is at most what that window admitted, a
 //!   ceiling the curve of [`super::adaptive`] never climbs above again; for a rate (a bucket
-//!   frees fewer requests sooner) the lower bound on the window shrinks with the quota.
+//!   frees fewer requests sooner) the lower bound on the window shrinks with the quota;
+//! - a refusal inside a window that admitted at most half what the first one did: the first
+//!   was a bucket's burst, and the quota comes back at a rate. The key is handed over to the
+//!   `silent_rate` model, which bounds the rate by what was admitted between refusals (a
+//!   bucket that refuses is empty) and paces at it, one request at a time, drawing a refusal
+//!   now and then only while the bounds are more than 2% apart.
 //!
 //! So windows (fixed, from a client's first request, moving) settle on their quota and
-//! length, and rates (GCRA, leaky and token buckets) on a quota and window whose ratio is the
-//! rate; the probes stop once the bounds meet, and the 429s of a long job's second half are
-//! none or a few. A quota the server states, in any response, replaces every estimate.
+//! length, and rates (GCRA, leaky and token buckets) on a pace: with a burst, the rate the
+//! refusals bound; with none (nothing to tell a burst by), a quota of one a window whose
+//! length is the interval. The probes stop once the bounds meet, and the 429s of a long job's
+//! second half are none or a few. A quota the server states, in any response, replaces every
+//! estimate.
 
 use std::time::Duration;
 
@@ -1087,7 +1094,7 @@ impl KeyQuota {
         if outcome == Outcome::Answered {
             match self.silence.as_deref_mut() {
                 Some(silence) => {
-                    if silence.admitted(ticket, was_probe) == Learned::Nothing {
+                    if silence.admitted(now, ticket, was_probe) == Learned::Nothing {
                         // Refused before anything was admitted, then admitted again: no quota
                         // was measured (the refusal was another client's spending, or a pause
                         // the server asked). Nothing is known; a slow start begins again.
@@ -1360,6 +1367,7 @@ mod phase;
 mod rate;
 mod side;
 mod silent;
+mod silent_rate;
 mod snapshot;
 #[cfg(test)]
 mod tests;

@@ -6,11 +6,17 @@
 //! A pause the server asks (a `Retry-After` alone) that is longer than the model's own lets a
 //! bucket rest and bank a credit, on which shorter windows pass: the midpoints admitted while
 //! it rests are undone together by the next refusal inside a window, wherever it falls.
+//!
+//! A window that sustains at most half what the first admitted is a bucket's, whose first
+//! window was its burst: the key is handed over to the `silent_rate` model (see
+//! [`Silence::hand_over`]), which paces at the rate the refusals bound, and handed back if a
+//! refusal refutes it.
 
 use std::time::Duration;
 
 use super::super::adaptive::Cubic;
 use super::Ticket;
+use super::silent_rate::SilentRate;
 
 /// The first pause after a bare throttle; each failed probe makes the next one longer.
 const FIRST_PAUSE: Duration = Duration::from_millis(250);
@@ -77,6 +83,20 @@ pub(super) struct Silence {
     sends: Vec<Duration>,
     previous_sends: Vec<Duration>,
     curve: Cubic,
+    /// When the request of the first refusal went, and how many of ours sent after it were
+    /// admitted: what a bucket's rate is bounded by (see the `silent_rate` module).
+    anchor: Option<Duration>,
+    since_anchor: u64,
+    /// What the first window admitted before its refusal (a bucket's burst, or a window's
+    /// quota).
+    first_measured: u64,
+    /// Handed over: a later window admitted at most half of the first, so the server refills
+    /// at a rate, and the pace is that rate's.
+    pub(super) rate: Option<Box<SilentRate>>,
+    /// The window model as it stood at the hand-over, resumed if the rate model is refuted.
+    before_rate: Option<Box<Silence>>,
+    /// The rate model was refuted: the key is not handed over again.
+    pub(super) bucket_refuted: bool,
 }
 
 /// How many send times of a window are kept: its successor's requests go no sooner than one
@@ -138,17 +158,39 @@ impl Silence {
             sends: Vec::new(),
             previous_sends: Vec::new(),
             curve: Cubic::settled(measured as f64, 0.0),
+            anchor: None,
+            since_anchor: 0,
+            first_measured: 0,
+            rate: None,
+            before_rate: None,
+            bucket_refuted: false,
         }
     }
 
     /// The quota per window at `now`.
     pub(super) fn quota(&self, now: Duration) -> u64 {
+        if self.rate.is_some() {
+            return 1;
+        }
         let windows = self.windows_at(now);
         let curve = self.curve.whole_quota(windows);
         self.ceiling
             .map_or(curve, |ceiling| curve.min(ceiling))
             .max(self.floor)
             .max(1)
+    }
+
+    /// Whether the estimate has settled: paced at a rate whose bounds have met, or a whole
+    /// window has admitted its quota and the window's bounds met (the midpoint probes have
+    /// stopped).
+    pub(super) fn settled(&self) -> bool {
+        if let Some(rate) = self.rate.as_deref() {
+            return rate.known();
+        }
+        let bounded = self.window.is_some_and(|window| {
+            window.saturating_sub(self.too_short) <= (window / 32).max(Duration::from_millis(2))
+        });
+        bounded && !self.unproven
     }
 
     /// `at` in units of the estimated window (the curve's clock).
@@ -158,6 +200,12 @@ impl Silence {
     }
 
     pub(super) fn admit(&mut self, now: Duration, cost: u64) -> SilentAdmission {
+        if let Some(rate) = self.rate.as_deref_mut() {
+            return match rate.admit(now) {
+                Some(at) => SilentAdmission::WaitUntil(at),
+                None => SilentAdmission::Go { alone: false },
+            };
+        }
         if self.probing.is_some() {
             // The pause is over (the gate let us in): this request probes alone.
             return SilentAdmission::Go { alone: true };
@@ -226,7 +274,15 @@ impl Silence {
         }
     }
 
-    pub(super) fn admitted(&mut self, ticket: Ticket, was_probe: bool) -> Learned {
+    pub(super) fn admitted(&mut self, now: Duration, ticket: Ticket, was_probe: bool) -> Learned {
+        if self.anchor.is_some_and(|anchor| ticket.sent > anchor) {
+            self.since_anchor = self.since_anchor.saturating_add(1);
+        }
+        if let Some(rate) = self.rate.as_deref_mut() {
+            rate.admitted(ticket.sent, now);
+            self.window = Some(rate.per_request());
+            return Learned::Counted;
+        }
         if was_probe && let Some(probing) = self.probing.take() {
             if self.window.is_none() && probing.measured.max(self.admitted) == 0 {
                 return Learned::Nothing;
@@ -250,6 +306,9 @@ impl Silence {
             self.window_start = ticket.sent;
             self.used = 1;
             self.admitted = 1;
+            if self.first_measured == 0 {
+                self.first_measured = measured;
+            }
             // A whole window, counted: a floor. The curve restarts from the throttle as after
             // any other, so it probes above the floor only once it has climbed back to it (K
             // windows later).
@@ -286,6 +345,19 @@ impl Silence {
 
     /// A bare throttle at `now` on `ticket`; returns the pause before the next probe.
     pub(super) fn throttled(&mut self, now: Duration, ticket: Ticket, was_probe: bool) -> Duration {
+        if let Some(rate) = self.rate.as_deref_mut() {
+            if let Some(pause) = rate.refused(ticket.sent, now) {
+                self.window = Some(rate.per_request());
+                return pause;
+            }
+            return self.hand_back(now, ticket);
+        }
+        self.anchor.get_or_insert(ticket.sent);
+        if self.probing.is_none()
+            && let Some(pause) = self.hand_over(now, ticket)
+        {
+            return pause;
+        }
         self.unproven = true;
         self.rested = false;
         self.refused_in_window = true;
@@ -374,6 +446,9 @@ impl Silence {
                         self.too_short = self.too_short.mul_f64(scale);
                     }
                 }
+                if let Some(pause) = self.hand_over(now, ticket) {
+                    return pause;
+                }
                 self.floor = measured;
                 self.floor_window = Some(self.window_start);
                 self.curve.throttled(measured as f64, self.windows_at(now));
@@ -390,5 +465,73 @@ impl Silence {
             ..probing
         });
         pause
+    }
+
+    /// The quota a window sustains (at most what a whole window admitted before a refusal, and
+    /// the estimate's) is at most half what the first window admitted, and that was a burst of
+    /// three or more: the first was a bucket's burst, and what comes back comes at a rate. The
+    /// key is handed over to the `silent_rate` model, which paces at that rate; returns the
+    /// pause it asks. (A bucket that holds one or two requests is left to the windows of one
+    /// request: the settling below its rate fills it at once, and wastes what would tell the
+    /// rate.)
+    fn hand_over(&mut self, now: Duration, ticket: Ticket) -> Option<Duration> {
+        if self.bucket_refuted || self.first_measured < 3 || self.window.is_none() {
+            return None;
+        }
+        let sustained = self.ceiling.unwrap_or(u64::MAX).min(self.quota(now));
+        if sustained.saturating_mul(2) > self.first_measured {
+            return None;
+        }
+        let rate = SilentRate::new(self.anchor?, self.since_anchor, ticket.sent, now)?;
+        let pause = ticket
+            .sent
+            .saturating_add(rate.per_request())
+            .saturating_sub(now)
+            .max(Duration::from_millis(1));
+        tracing::debug!(
+            first = self.first_measured,
+            sustained,
+            per_request_ms = rate.per_request().as_secs_f64() * 1e3,
+            "pacing: a silent server's burst is spent, paced at its rate"
+        );
+        self.before_rate = Some(Box::new(self.clone()));
+        self.window = Some(rate.per_request());
+        self.unproven = false;
+        self.probing = None;
+        self.rate = Some(Box::new(rate));
+        Some(pause)
+    }
+
+    /// The rate model was refuted (refused twice in a row, a refill apart: a limiter that
+    /// counts refused requests too, or others spending the same quota). The window model
+    /// resumes with what it knew at the hand-over, its window begun at this refusal and spent,
+    /// and the key is not handed over again. Returns the pause.
+    fn hand_back(&mut self, now: Duration, ticket: Ticket) -> Duration {
+        let wave_end = self.wave_end;
+        if let Some(before) = self.before_rate.take() {
+            *self = *before;
+        }
+        tracing::debug!(
+            serial = ticket.serial,
+            "pacing: refused twice in a row a refill apart: not a bucket; the window model resumes"
+        );
+        self.rate = None;
+        self.bucket_refuted = true;
+        self.wave_end = wave_end;
+        self.window_start = ticket.sent;
+        self.previous_start = ticket.sent;
+        self.admitted = 0;
+        self.previous_admitted = 0;
+        self.used = u64::MAX;
+        self.refused_in_window = true;
+        self.unproven = true;
+        self.sends.clear();
+        self.previous_sends.clear();
+        let window = self.window.unwrap_or(Duration::from_secs(1));
+        ticket
+            .sent
+            .saturating_add(window)
+            .saturating_sub(now)
+            .max(Duration::from_millis(1))
     }
 }

@@ -53,19 +53,11 @@ impl KeyQuota {
             };
         }
         match self.silence.as_deref() {
-            Some(silence) => {
-                // Settled: a whole window has admitted its quota, and the window's bounds met
-                // (the midpoint probes have stopped).
-                let bounded = silence.window.is_some_and(|window| {
-                    window.saturating_sub(silence.too_short)
-                        <= (window / 32).max(Duration::from_millis(2))
-                });
-                QuotaModel::Inferred {
-                    quota: silence.quota(now),
-                    window: silence.window,
-                    settled: bounded && !silence.unproven,
-                }
-            }
+            Some(silence) => QuotaModel::Inferred {
+                quota: silence.quota(now),
+                window: silence.window,
+                settled: silence.settled(),
+            },
             None => QuotaModel::Unknown,
         }
     }

@@ -1,3 +1,4 @@
+use super::silent_rate::TestBucket;
 use super::*;
 
 const MS: Duration = Duration::from_millis(1);
@@ -1112,4 +1113,77 @@ fn a_moving_window_ends_one_lag_after_its_first_send_not_at_a_reset_stated_mid_w
     // goes alone, and the others wait for what its answer says.
     reserve(&mut q, MS * 2001);
     assert_eq!(q.budget(), Some(0));
+}
+
+/// Drives `q` against `bucket` until `until`, one request at a time, each answered 2 ms after
+/// it went (stating nothing); returns when each went and whether it was admitted.
+fn drive_silently(
+    q: &mut KeyQuota,
+    bucket: &mut TestBucket,
+    until: Duration,
+) -> Vec<(Duration, bool)> {
+    let mut now = Duration::ZERO;
+    let mut sent = Vec::new();
+    while now < until {
+        match q.try_reserve(now, 1) {
+            Admission::WaitUntil(at) => now = at.max(now + MS / 10),
+            Admission::Reserved(ticket) => {
+                let admitted = bucket.take(now);
+                sent.push((now, admitted));
+                now += 2 * MS;
+                see(q, now, ticket, !admitted, &silent());
+            }
+        }
+    }
+    sent
+}
+
+/// The refusals of a driven job, those of its second half (from 30 s), and its admissions in
+/// the second half.
+fn tally(sent: &[(Duration, bool)]) -> (usize, usize, usize) {
+    let late = |ok: bool| {
+        sent.iter()
+            .filter(|(at, o)| *at >= secs(30) && *o == ok)
+            .count()
+    };
+    let refused = sent.iter().filter(|(_, ok)| !ok).count();
+    (refused, late(false), late(true))
+}
+
+#[test]
+fn a_silent_bucket_with_a_burst_is_paced_at_its_rate_once_the_burst_is_spent() {
+    let mut q = KeyQuota::new(true);
+    let mut bucket = TestBucket::new(13.0, 6.0);
+    let sent = drive_silently(&mut q, &mut bucket, secs(60));
+    let silence = q.silence.as_deref().expect("a silent model");
+    assert!(silence.rate.is_some(), "handed over to the rate model");
+    assert!(silence.settled(), "the rate's bounds met");
+    let (refused, late, admitted_late) = tally(&sent);
+    // Measured (no jitter here): 5 refusals, none in the second half, 389 admitted in it.
+    assert!(refused <= 7, "{refused} refusals in 60 s");
+    assert_eq!(late, 0, "refusals in the second half");
+    // 30 s at 13 a second is 390.
+    assert!(
+        admitted_late >= 380,
+        "{admitted_late} admitted in the second half"
+    );
+}
+
+#[test]
+fn a_limiter_that_counts_refused_requests_refutes_the_rate_and_the_windows_resume() {
+    let mut q = KeyQuota::new(true);
+    let mut bucket = TestBucket::new(10.0, 20.0).counting_refused();
+    let sent = drive_silently(&mut q, &mut bucket, secs(60));
+    let silence = q.silence.as_deref().expect("a silent model");
+    assert!(silence.bucket_refuted, "the rate model was refuted");
+    assert!(silence.rate.is_none(), "and not taken up again");
+    let (refused, late, admitted_late) = tally(&sent);
+    // Measured (no jitter here): 12 refusals, 1 in the second half, 295 admitted in it (10 a
+    // second would be 300).
+    assert!(refused <= 12, "{refused} refusals in 60 s");
+    assert!(late <= 1, "{late} refusals in the second half");
+    assert!(
+        admitted_late >= 285,
+        "{admitted_late} admitted in the second half"
+    );
 }
