@@ -90,13 +90,24 @@ pub(super) struct Silence {
     /// What the first window admitted before its refusal (a bucket's burst, or a window's
     /// quota).
     first_measured: u64,
+    /// The rate (requests a second) a bucket refusing as this server did would refill at, at
+    /// least and at most, from what was admitted between the first refusal and each later
+    /// one: a bucket that refuses is empty, so each such span bounds its rate (see the
+    /// `silent_rate` module), and every span bounds the same rate. Bounds that do not meet
+    /// say the server is no bucket (a sliding counter on the clock frees nothing until its
+    /// window ends, then a window's worth), and the key is never handed over.
+    bucket_lo: f64,
+    bucket_hi: f64,
     /// Handed over: a later window admitted at most half of the first, so the server refills
     /// at a rate, and the pace is that rate's.
     pub(super) rate: Option<Box<SilentRate>>,
     /// The window model as it stood at the hand-over, resumed if the rate model is refuted.
     before_rate: Option<Box<Silence>>,
-    /// The rate model was refuted: the key is not handed over again.
-    pub(super) bucket_refuted: bool,
+    /// The server was found to be no bucket (its refusals bound no one rate, or one refuted
+    /// the rate model): the key is not handed over again.
+    bucket_refuted: bool,
+    /// The rate model was refuted by a refusal and the key handed back.
+    pub(super) handed_back: bool,
 }
 
 /// How many send times of a window are kept: its successor's requests go no sooner than one
@@ -161,9 +172,12 @@ impl Silence {
             anchor: None,
             since_anchor: 0,
             first_measured: 0,
+            bucket_lo: 0.0,
+            bucket_hi: f64::INFINITY,
             rate: None,
             before_rate: None,
             bucket_refuted: false,
+            handed_back: false,
         }
     }
 
@@ -352,7 +366,8 @@ impl Silence {
             }
             return self.hand_back(now, ticket);
         }
-        self.anchor.get_or_insert(ticket.sent);
+        let anchor = *self.anchor.get_or_insert(ticket.sent);
+        self.bound_bucket(now, ticket.sent, anchor);
         if self.probing.is_none()
             && let Some(pause) = self.hand_over(now, ticket)
         {
@@ -468,8 +483,11 @@ impl Silence {
     }
 
     /// The quota a window sustains (at most what a whole window admitted before a refusal, and
-    /// the estimate's) is at most half what the first window admitted, and that was a burst of
-    /// three or more: the first was a bucket's burst, and what comes back comes at a rate. The
+    /// the estimate's) is at most half what the first window admitted, that was a burst of
+    /// three or more, and the refusals since the first bound one rate: the first was a
+    /// bucket's burst, and what comes back comes at a rate. (A sliding counter on the clock,
+    /// whose later windows admit less than its first too, refuses in spans that bound no one
+    /// rate.) The
     /// key is handed over to the `silent_rate` model, which paces at that rate; returns the
     /// pause it asks. (A bucket that holds one or two requests is left to the windows of one
     /// request: the settling below its rate fills it at once, and wastes what would tell the
@@ -517,6 +535,7 @@ impl Silence {
         );
         self.rate = None;
         self.bucket_refuted = true;
+        self.handed_back = true;
         self.wave_end = wave_end;
         self.window_start = ticket.sent;
         self.previous_start = ticket.sent;
@@ -533,5 +552,27 @@ impl Silence {
             .saturating_add(window)
             .saturating_sub(now)
             .max(Duration::from_millis(1))
+    }
+
+    /// A refusal of a request sent at `sent`, answered at `now`: the span since the first
+    /// refusal (sent at `anchor`) bounds the rate a bucket would refill at. Bounds that no
+    /// longer meet refute the bucket.
+    fn bound_bucket(&mut self, now: Duration, sent: Duration, anchor: Duration) {
+        let span = sent.saturating_sub(anchor);
+        if span < Duration::from_millis(200) || self.bucket_refuted {
+            return;
+        }
+        let admitted = self.since_anchor as f64;
+        let answered = now.saturating_sub(anchor).as_secs_f64();
+        self.bucket_lo = self.bucket_lo.max((admitted - 1.0) / answered);
+        self.bucket_hi = self.bucket_hi.min((admitted + 1.0) / span.as_secs_f64());
+        if self.bucket_lo > self.bucket_hi {
+            tracing::debug!(
+                lo = self.bucket_lo,
+                hi = self.bucket_hi,
+                "pacing: a silent server's refusals bound no one rate: not a bucket"
+            );
+            self.bucket_refuted = true;
+        }
     }
 }

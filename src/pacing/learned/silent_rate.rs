@@ -12,7 +12,7 @@
 //! they close in on the rate as the job goes on: a unit of rounding over a span that keeps
 //! growing. The upper bound is the latest span's, so a bound made low by a bucket that filled
 //! is outgrown, and one that spending at it disproves (no refusal for as long as the settling
-//! banked) is raised by 5% at a time.
+//! banked, 2 s at most) is raised, by 5% and then by a step that doubles each time.
 //!
 //! The pace: at the lower bound after each refusal (the bucket, empty, banks what the pace
 //! leaves), for half the time since the first refusal; then a little faster, at most the upper
@@ -28,8 +28,11 @@ use std::time::Duration;
 
 /// The bounds on the rate are this close (as a share of the lower): no more refusals are drawn.
 pub(super) const KNOWN_WITHIN: f64 = 0.02;
-/// How much the upper bound is raised when spending at it draws no refusal.
+/// How much the upper bound is first raised when spending at it draws no refusal (each raise
+/// after that without a refusal doubles the step, to twice the bound at most).
 const RAISE: f64 = 0.05;
+/// The longest spell at the upper bound without a refusal before it is raised.
+const LONGEST_DRAIN: Duration = Duration::from_secs(2);
 /// The shortest settling after a refusal.
 const LEAST_SETTLE: Duration = Duration::from_millis(500);
 /// The shortest span a bound is taken from: shorter, the latency is a large share of it.
@@ -49,6 +52,8 @@ pub(super) struct SilentRate {
     /// Until when the pace stays at the lower bound, and for how long it did.
     settle_until: Duration,
     settled_for: Duration,
+    /// The next raise of the upper bound, as a share of it.
+    raise: f64,
     /// When our last request went.
     last_sent: Option<Duration>,
     /// When the request of the last refusal went, and what had been admitted by then.
@@ -89,6 +94,7 @@ impl SilentRate {
             hi,
             settle_until: now,
             settled_for: Duration::ZERO,
+            raise: RAISE,
             last_sent: Some(refused),
             refused_at: refused,
             admitted_at_refusal: 0,
@@ -125,12 +131,17 @@ impl SilentRate {
 
     /// When the next request may go: `None` now (it is counted as sent), or the instant.
     pub(super) fn admit(&mut self, now: Duration) -> Option<Duration> {
-        if !self.known() && now >= self.settle_until.saturating_add(self.settled_for) {
-            // Spending at the upper bound for as long as the settling banked, with no refusal:
-            // the bucket filled at some point (a pause, a pace below the rate) and the bound
-            // is low. Faster, until a refusal says where the edge is.
-            self.hi *= 1.0 + RAISE;
+        let drain_for = self.settled_for.min(LONGEST_DRAIN);
+        if !self.known() && now >= self.settle_until.saturating_add(drain_for) {
+            // Spending at the upper bound for as long as the settling banked (2 s at most),
+            // with no refusal: the bound is low, because the bucket filled at some point (a
+            // pause, a pace below the rate) or because the server is no bucket (a counter on
+            // the clock, which freed nothing until its window ended). Faster, by a step that
+            // doubles each time, until a refusal says where the edge is.
+            self.hi *= 1.0 + self.raise;
+            self.raise = (self.raise * 2.0).min(1.0);
             self.settle_until = now;
+            self.settled_for = drain_for;
         }
         if let Some(last) = self.last_sent {
             let at = last.saturating_add(Duration::from_secs_f64(1.0 / self.pace(now)));
@@ -176,6 +187,7 @@ impl SilentRate {
             self.hi = per_second((self.admitted + 1) as f64, span).max(self.lo);
         }
         self.settle(now);
+        self.raise = RAISE;
         self.refused_at = sent;
         self.admitted_at_refusal = self.admitted;
         // Empty when it went: the next request waits a whole refill at the lower bound.

@@ -1115,11 +1115,11 @@ fn a_moving_window_ends_one_lag_after_its_first_send_not_at_a_reset_stated_mid_w
     assert_eq!(q.budget(), Some(0));
 }
 
-/// Drives `q` against `bucket` until `until`, one request at a time, each answered 2 ms after
+/// Drives `q` against `server` (admitted or not at an instant) until `until`, one request at a time, each answered 2 ms after
 /// it went (stating nothing); returns when each went and whether it was admitted.
 fn drive_silently(
     q: &mut KeyQuota,
-    bucket: &mut TestBucket,
+    server: &mut dyn FnMut(Duration) -> bool,
     until: Duration,
 ) -> Vec<(Duration, bool)> {
     let mut now = Duration::ZERO;
@@ -1128,7 +1128,7 @@ fn drive_silently(
         match q.try_reserve(now, 1) {
             Admission::WaitUntil(at) => now = at.max(now + MS / 10),
             Admission::Reserved(ticket) => {
-                let admitted = bucket.take(now);
+                let admitted = server(now);
                 sent.push((now, admitted));
                 now += 2 * MS;
                 see(q, now, ticket, !admitted, &silent());
@@ -1154,7 +1154,7 @@ fn tally(sent: &[(Duration, bool)]) -> (usize, usize, usize) {
 fn a_silent_bucket_with_a_burst_is_paced_at_its_rate_once_the_burst_is_spent() {
     let mut q = KeyQuota::new(true);
     let mut bucket = TestBucket::new(13.0, 6.0);
-    let sent = drive_silently(&mut q, &mut bucket, secs(60));
+    let sent = drive_silently(&mut q, &mut |now| bucket.take(now), secs(60));
     let silence = q.silence.as_deref().expect("a silent model");
     assert!(silence.rate.is_some(), "handed over to the rate model");
     assert!(silence.settled(), "the rate's bounds met");
@@ -1173,9 +1173,12 @@ fn a_silent_bucket_with_a_burst_is_paced_at_its_rate_once_the_burst_is_spent() {
 fn a_limiter_that_counts_refused_requests_refutes_the_rate_and_the_windows_resume() {
     let mut q = KeyQuota::new(true);
     let mut bucket = TestBucket::new(10.0, 20.0).counting_refused();
-    let sent = drive_silently(&mut q, &mut bucket, secs(60));
+    let sent = drive_silently(&mut q, &mut |now| bucket.take(now), secs(60));
     let silence = q.silence.as_deref().expect("a silent model");
-    assert!(silence.bucket_refuted, "the rate model was refuted");
+    assert!(
+        silence.handed_back,
+        "the rate model was refuted by a refusal"
+    );
     assert!(silence.rate.is_none(), "and not taken up again");
     let (refused, late, admitted_late) = tally(&sent);
     // Measured (no jitter here): 12 refusals, 1 in the second half, 295 admitted in it (10 a
@@ -1185,5 +1188,33 @@ fn a_limiter_that_counts_refused_requests_refutes_the_rate_and_the_windows_resum
     assert!(
         admitted_late >= 285,
         "{admitted_late} admitted in the second half"
+    );
+}
+
+#[test]
+fn a_silent_sliding_counter_on_the_clock_is_never_taken_for_a_bucket() {
+    // 20 per 2 s, counted in windows on the clock, the last one weighed by how much of it
+    // the sliding window still covers: its later windows admit less than its first, as a
+    // bucket's do, but its refusals bound no one rate.
+    let mut q = KeyQuota::new(true);
+    let (limit, window) = (20.0, 2.0);
+    let mut counts: Vec<f64> = Vec::new();
+    let mut counter = |now: Duration| {
+        let at = now.as_secs_f64();
+        let index = (at / window) as usize;
+        counts.resize(counts.len().max(index + 1), 0.0);
+        let last = if index > 0 { counts[index - 1] } else { 0.0 };
+        let weight = 1.0 - (at - index as f64 * window) / window;
+        if last * weight + counts[index] + 1.0 > limit {
+            return false;
+        }
+        counts[index] += 1.0;
+        true
+    };
+    drive_silently(&mut q, &mut counter, secs(60));
+    let silence = q.silence.as_deref().expect("a silent model");
+    assert!(
+        silence.rate.is_none() && !silence.handed_back,
+        "never handed over"
     );
 }
