@@ -29,14 +29,16 @@ pub enum QuotaModel {
         window: Option<Duration>,
     },
     /// Inferred from the server's bare 429s: what a window admitted, and how long a window
-    /// lasts once probes have bounded it.
+    /// lasts once probes have bounded it. A bucket with a burst, once the burst is spent, is
+    /// paced at a rate: one request per `window`, the time one request takes to refill.
     Inferred {
-        /// The requests per window, as estimated now.
+        /// The requests per window, as estimated now (1 for a bucket paced at its rate).
         quota: u64,
         /// The window, once a probe has bounded it.
         window: Option<Duration>,
         /// Whether the estimate is settled: a whole window admitted its quota without a
-        /// refusal and the window's bounds have met, so the pacer no longer probes for it.
+        /// refusal and the window's bounds have met (for a rate: its bounds are within 2%),
+        /// so the pacer no longer probes for it.
         settled: bool,
     },
 }
