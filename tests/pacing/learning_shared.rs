@@ -150,6 +150,8 @@ async fn redis_killed_mid_run_changes_only_the_429_count() {
     let _alone = ONE_AT_A_TIME.lock().await;
     let mut redis = RedisServer::start();
     let url = redis.url();
+    // For comparison, on the machine as loaded now: each process learning alone, no Redis.
+    let alone = report("learning alone", run(&api().await, None, async {}).await);
     let kill = async {
         tokio::time::sleep(Duration::from_secs(3)).await;
         redis.stop();
@@ -157,10 +159,13 @@ async fn redis_killed_mid_run_changes_only_the_429_count() {
     let outcome = run(&api().await, Some(url), kill).await;
     let ratio = report("Redis killed at 3 s", outcome);
     // Every request still succeeded (asserted by `run`), in the same time: each process went
-    // on learning alone, as fail-open says.
+    // on learning alone, as fail-open says. Real time on a shared 2-core machine: within the
+    // bar of the shared run (1.25 ×), or, when the machine is slow enough that learning alone
+    // is slow too, within a tenth of the minimum of that (one CI run drew 1.261 × with nothing
+    // else changed that this path runs).
     assert!(
-        ratio <= 1.25,
-        "took {:?}, {ratio:.3} × the minimum",
+        ratio <= 1.25 || ratio <= alone + 0.1,
+        "took {:?}, {ratio:.3} × the minimum (learning alone: {alone:.3} ×)",
         outcome.0
     );
 }

@@ -15,14 +15,17 @@
 //! banked, 2 s at most) is raised, by 5% and then by a step that doubles each time.
 //!
 //! The pace: at the lower bound after each refusal (the bucket, empty, banks what the pace
-//! leaves), for half the time since the first refusal; then a little faster, at most the upper
-//! bound, which spends the bank and, with it, draws the next refusal that narrows both bounds.
+//! leaves), for half the time since the hand-over; then at the upper bound, which spends the
+//! bank and, with it, draws the next refusal that narrows both bounds.
 //! Once the bounds are within [`KNOWN_WITHIN`] of each other the edge is known and the pace
 //! stays at the lower bound: a 429 is a learning cost, and there is nothing left to learn that
 //! is worth one.
 //!
-//! The window model in the parent module hands a key over to this one when a window admitted
-//! far fewer than the first burst did: a bucket's burst, not a window's quota.
+//! The window model in the `silent` module hands a key over to this one when its windows
+//! sustain at most half what the first admitted (a bucket's burst, not a window's quota) and
+//! the spans from its first refusal to each later one bound one rate; it takes the key back
+//! when a refusal refutes the rate (nothing admitted since the last refusal, a whole refill at
+//! the lower bound after it: a limiter that counts refused requests, or others spending).
 
 use std::time::Duration;
 
@@ -41,7 +44,8 @@ const LEAST_SPAN: Duration = Duration::from_millis(200);
 /// A silent bucket's rate, bounded by the refusals.
 #[derive(Debug, Clone)]
 pub(super) struct SilentRate {
-    /// When the request of the first refusal went: the bucket held less than one request.
+    /// When the request of the refusal that handed the key over went: the bucket held less
+    /// than one request.
     anchor: Duration,
     /// Our requests sent after the anchor that were admitted.
     admitted: u64,
@@ -59,8 +63,6 @@ pub(super) struct SilentRate {
     /// When the request of the last refusal went, and what had been admitted by then.
     refused_at: Duration,
     admitted_at_refusal: u64,
-    /// Refusals since the hand-over.
-    pub(super) refusals: u64,
 }
 
 /// A rate from `count` requests over `span`, per second.
@@ -98,7 +100,6 @@ impl SilentRate {
             last_sent: Some(refused),
             refused_at: refused,
             admitted_at_refusal: 0,
-            refusals: 0,
         };
         rate.settle(now);
         Some(rate)
@@ -176,7 +177,6 @@ impl SilentRate {
         {
             return None;
         }
-        self.refusals = self.refusals.saturating_add(1);
         let span = sent.saturating_sub(self.anchor);
         if span >= LEAST_SPAN {
             // Empty now: nothing banked is left to make the lower bound loose.
