@@ -1133,7 +1133,7 @@ impl KeyQuota {
         tracing::trace!(
             serial = ticket.serial,
             quota = silence.quota(now),
-            window_ms = silence.window.map(|w| w.as_millis() as u64),
+            window_ms = silence.estimated_window().map(|w| w.as_millis() as u64),
             too_short_ms = silence.too_short.as_millis() as u64,
             pause_ms = pause.as_millis() as u64,
             "pacing: silent model refused"
@@ -1358,7 +1358,7 @@ impl KeyQuota {
     #[cfg(test)]
     pub(crate) fn estimate(&self, now: Duration) -> Option<(u64, Duration)> {
         let silence = self.silence.as_deref()?;
-        Some((silence.quota(now), silence.window?))
+        Some((silence.quota(now), silence.estimated_window()?))
     }
 }
 

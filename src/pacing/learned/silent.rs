@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use super::super::adaptive::Cubic;
 use super::Ticket;
-use super::silent_rate::SilentRate;
+use super::silent_rate::{LEAST_SPAN, SilentRate, span_bounds};
 
 /// The first pause after a bare throttle; each failed probe makes the next one longer.
 const FIRST_PAUSE: Duration = Duration::from_millis(250);
@@ -99,15 +99,23 @@ pub(super) struct Silence {
     bucket_lo: f64,
     bucket_hi: f64,
     /// Handed over: a later window admitted at most half of the first, so the server refills
-    /// at a rate, and the pace is that rate's.
+    /// at a rate, and the pace is that rate's. The window model's own state stays as it was
+    /// at the hand-over, for the hand-back.
     pub(super) rate: Option<Box<SilentRate>>,
-    /// The window model as it stood at the hand-over, resumed if the rate model is refuted.
-    before_rate: Option<Box<Silence>>,
-    /// The server was found to be no bucket (its refusals bound no one rate, or one refuted
-    /// the rate model): the key is not handed over again.
-    bucket_refuted: bool,
-    /// The rate model was refuted by a refusal and the key handed back.
-    pub(super) handed_back: bool,
+    /// Whether the server may still be a bucket.
+    pub(super) bucket: Bucket,
+}
+
+/// What is known of whether a silent server is a bucket.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Bucket {
+    /// Nothing says it is not.
+    Possible,
+    /// Its refusals bound no one rate: never handed over.
+    NoOneRate,
+    /// A refusal refuted the rate model, and the key was handed back: never handed over
+    /// again.
+    HandedBack,
 }
 
 /// How many send times of a window are kept: its successor's requests go no sooner than one
@@ -175,9 +183,7 @@ impl Silence {
             bucket_lo: 0.0,
             bucket_hi: f64::INFINITY,
             rate: None,
-            before_rate: None,
-            bucket_refuted: false,
-            handed_back: false,
+            bucket: Bucket::Possible,
         }
     }
 
@@ -205,6 +211,14 @@ impl Silence {
             window.saturating_sub(self.too_short) <= (window / 32).max(Duration::from_millis(2))
         });
         bounded && !self.unproven
+    }
+
+    /// The estimated window: for a key paced at a rate, the time one request takes to refill.
+    pub(super) fn estimated_window(&self) -> Option<Duration> {
+        match self.rate.as_deref() {
+            Some(rate) => Some(rate.per_request()),
+            None => self.window,
+        }
     }
 
     /// `at` in units of the estimated window (the curve's clock).
@@ -294,7 +308,6 @@ impl Silence {
         }
         if let Some(rate) = self.rate.as_deref_mut() {
             rate.admitted(ticket.sent, now);
-            self.window = Some(rate.per_request());
             return Learned::Counted;
         }
         if was_probe && let Some(probing) = self.probing.take() {
@@ -361,7 +374,6 @@ impl Silence {
     pub(super) fn throttled(&mut self, now: Duration, ticket: Ticket, was_probe: bool) -> Duration {
         if let Some(rate) = self.rate.as_deref_mut() {
             if let Some(pause) = rate.refused(ticket.sent, now) {
-                self.window = Some(rate.per_request());
                 return pause;
             }
             return self.hand_back(now, ticket);
@@ -493,7 +505,7 @@ impl Silence {
     /// request: the settling below its rate fills it at once, and wastes what would tell the
     /// rate.)
     fn hand_over(&mut self, now: Duration, ticket: Ticket) -> Option<Duration> {
-        if self.bucket_refuted || self.first_measured < 3 || self.window.is_none() {
+        if self.bucket != Bucket::Possible || self.first_measured < 3 || self.window.is_none() {
             return None;
         }
         let sustained = self.ceiling.unwrap_or(u64::MAX).min(self.quota(now));
@@ -512,8 +524,6 @@ impl Silence {
             per_request_ms = rate.per_request().as_secs_f64() * 1e3,
             "pacing: a silent server's burst is spent, paced at its rate"
         );
-        self.before_rate = Some(Box::new(self.clone()));
-        self.window = Some(rate.per_request());
         self.unproven = false;
         self.probing = None;
         self.rate = Some(Box::new(rate));
@@ -522,21 +532,17 @@ impl Silence {
 
     /// The rate model was refuted (refused twice in a row, a refill apart: a limiter that
     /// counts refused requests too, or others spending the same quota). The window model
-    /// resumes with what it knew at the hand-over, its window begun at this refusal and spent,
-    /// and the key is not handed over again. Returns the pause.
+    /// resumes with what it knew at the hand-over (the rate model left it as it was), its
+    /// window begun at this refusal and spent, and the key is not handed over again. Returns
+    /// the pause.
     fn hand_back(&mut self, now: Duration, ticket: Ticket) -> Duration {
-        let wave_end = self.wave_end;
-        if let Some(before) = self.before_rate.take() {
-            *self = *before;
-        }
         tracing::debug!(
             serial = ticket.serial,
             "pacing: refused twice in a row a refill apart: not a bucket; the window model resumes"
         );
         self.rate = None;
-        self.bucket_refuted = true;
-        self.handed_back = true;
-        self.wave_end = wave_end;
+        self.bucket = Bucket::HandedBack;
+        self.rested = false;
         self.window_start = ticket.sent;
         self.previous_start = ticket.sent;
         self.admitted = 0;
@@ -559,20 +565,19 @@ impl Silence {
     /// longer meet refute the bucket.
     fn bound_bucket(&mut self, now: Duration, sent: Duration, anchor: Duration) {
         let span = sent.saturating_sub(anchor);
-        if span < Duration::from_millis(200) || self.bucket_refuted {
+        if span < LEAST_SPAN || self.bucket != Bucket::Possible {
             return;
         }
-        let admitted = self.since_anchor as f64;
-        let answered = now.saturating_sub(anchor).as_secs_f64();
-        self.bucket_lo = self.bucket_lo.max((admitted - 1.0) / answered);
-        self.bucket_hi = self.bucket_hi.min((admitted + 1.0) / span.as_secs_f64());
+        let (lo, hi) = span_bounds(self.since_anchor, span, now.saturating_sub(anchor));
+        self.bucket_lo = self.bucket_lo.max(lo);
+        self.bucket_hi = self.bucket_hi.min(hi);
         if self.bucket_lo > self.bucket_hi {
             tracing::debug!(
                 lo = self.bucket_lo,
                 hi = self.bucket_hi,
                 "pacing: a silent server's refusals bound no one rate: not a bucket"
             );
-            self.bucket_refuted = true;
+            self.bucket = Bucket::NoOneRate;
         }
     }
 }

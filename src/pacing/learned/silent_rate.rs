@@ -39,7 +39,7 @@ const LONGEST_DRAIN: Duration = Duration::from_secs(2);
 /// The shortest settling after a refusal.
 const LEAST_SETTLE: Duration = Duration::from_millis(500);
 /// The shortest span a bound is taken from: shorter, the latency is a large share of it.
-const LEAST_SPAN: Duration = Duration::from_millis(200);
+pub(super) const LEAST_SPAN: Duration = Duration::from_millis(200);
 
 /// A silent bucket's rate, bounded by the refusals.
 #[derive(Debug, Clone)]
@@ -70,6 +70,24 @@ fn per_second(count: f64, span: Duration) -> f64 {
     count / span.as_secs_f64().max(1e-3)
 }
 
+/// The rate, requests a second, a bucket refills at least, if it was empty at an anchor (a
+/// refusal's request went then) and has since let in `admitted` of ours sent after it, the
+/// last answer `answered` after the anchor: what it let in, less the fraction it held.
+fn lower_bound(admitted: u64, answered: Duration) -> f64 {
+    per_second(admitted.saturating_sub(1) as f64, answered)
+}
+
+/// The bounds a span from one refusal to another tells of a bucket's rate, requests a second:
+/// `admitted` of ours let in between, the later refusal's request sent `sent` after the
+/// anchor and answered `answered` after it. The upper bound holds only if the bucket never
+/// filled meanwhile.
+pub(super) fn span_bounds(admitted: u64, sent: Duration, answered: Duration) -> (f64, f64) {
+    (
+        lower_bound(admitted, answered),
+        per_second((admitted + 1) as f64, sent),
+    )
+}
+
 impl SilentRate {
     /// Hands a key over: the first refusal's request went at `anchor`, `admitted` of ours sent
     /// after it were admitted, and the one sent at `refused` (answered `now`) was refused.
@@ -84,8 +102,8 @@ impl SilentRate {
         if admitted < 3 || span < LEAST_SPAN {
             return None;
         }
-        let lo = per_second((admitted - 1) as f64, now.saturating_sub(anchor));
-        let hi = per_second((admitted + 1) as f64, span).max(lo);
+        let (lo, hi) = span_bounds(admitted, span, now.saturating_sub(anchor));
+        let hi = hi.max(lo);
         // The spans from here on start at this refusal: the one before it may have paused
         // long enough for the bucket to fill (which keeps the lower bound true but makes the
         // upper one low).
@@ -162,7 +180,7 @@ impl SilentRate {
         self.admitted = self.admitted.saturating_add(1);
         let span = now.saturating_sub(self.anchor);
         if span >= LEAST_SPAN {
-            self.lo = self.lo.max(per_second((self.admitted - 1) as f64, span));
+            self.lo = self.lo.max(lower_bound(self.admitted, span));
             self.hi = self.hi.max(self.lo);
         }
     }
@@ -180,11 +198,9 @@ impl SilentRate {
         let span = sent.saturating_sub(self.anchor);
         if span >= LEAST_SPAN {
             // Empty now: nothing banked is left to make the lower bound loose.
-            self.lo = self.lo.max(per_second(
-                self.admitted.saturating_sub(1) as f64,
-                now.saturating_sub(self.anchor),
-            ));
-            self.hi = per_second((self.admitted + 1) as f64, span).max(self.lo);
+            let (lo, hi) = span_bounds(self.admitted, span, now.saturating_sub(self.anchor));
+            self.lo = self.lo.max(lo);
+            self.hi = hi.max(self.lo);
         }
         self.settle(now);
         self.raise = RAISE;

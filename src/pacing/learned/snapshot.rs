@@ -55,7 +55,7 @@ impl KeyQuota {
         match self.silence.as_deref() {
             Some(silence) => QuotaModel::Inferred {
                 quota: silence.quota(now),
-                window: silence.window,
+                window: silence.estimated_window(),
                 settled: silence.settled(),
             },
             None => QuotaModel::Unknown,
