@@ -21,8 +21,11 @@
 //! and no window rounds it up: the quota frees up to a second sooner. While the key is
 //! closed, one request probes before the stated instant, alone, and its success opens the
 //! key for everyone; what each probe finds narrows the phase of the windows (see the `phase`
-//! module). When the window that opened early frees one request at a time (a moving window),
-//! its requests go at the pace the last window's went, each first alone.
+//! module). A probe admitted with fewer left than any answer of the window stated took a unit
+//! the window still had (a budget net of the requests in flight falls short of the server's
+//! when answers come out of order): for the phase, it is a refusal. When the window that
+//! opened early frees one request at a time (a moving window), its requests go at the pace
+//! the last window's went, each first alone.
 //!
 //! The phase assumes windows on the clock's seconds. A window that begins with its first
 //! request does not keep one: begun just past a whole second, it is stated to end nearly two
@@ -780,7 +783,7 @@ impl KeyQuota {
         }
         self.free_rate_saw(now, ticket, outcome, info);
         if let Some(early) = early {
-            self.early_seen(now, &mut ticket, early, outcome, info.reset);
+            self.early_seen(now, &mut ticket, early, outcome, info);
         } else {
             self.rolled_under(now, &mut ticket, outcome, info);
         }
@@ -789,15 +792,30 @@ impl KeyQuota {
     }
 
     /// The answer to an early probe: admitted, the quota has freed and the gate opens for
-    /// everyone; refused, the next probe goes later.
+    /// everyone; refused, or admitted to a unit the window had left (see
+    /// [`took_a_unit_left`](Self::took_a_unit_left)), the next probe goes later.
     fn early_seen(
         &mut self,
         now: Duration,
         ticket: &mut Ticket,
         early: EarlyProbe,
         outcome: Outcome,
-        stated_reset: Option<Duration>,
+        info: &RateLimitInfo,
     ) {
+        let stated_reset = info.reset;
+        let outcome = if outcome == Outcome::Answered
+            && !early.trickle
+            && ticket.epoch == self.epoch
+            && self.took_a_unit_left(info)
+        {
+            tracing::trace!(
+                serial = ticket.serial,
+                "pacing: the early probe took a unit the window had left; it had not freed"
+            );
+            Outcome::Throttled
+        } else {
+            outcome
+        };
         // How long after the window's first send the probe went: what a moving window's lag
         // is measured in, whichever rule timed the probe (the phase's probes, before the
         // window is known to move, bound it too). The window the probe tested is this one,
@@ -854,6 +872,25 @@ impl KeyQuota {
                     self.refill = Refill::Stated;
                 }
             }
+        }
+    }
+
+    /// Whether an early probe admitted with the answer `info` took a unit the window still
+    /// had, not one it freed: the answer states fewer left of the same quota than any answer
+    /// of the window before it (see [`Left::rolled_by`]), so the server counted it in that
+    /// window. Answers come out of order, so a budget net of the requests in flight can fall
+    /// short of what the server has left by those it had already counted; the probe takes
+    /// such a unit before the window ends. Taken for the window freed, it would place the
+    /// phase (and bound the window by a lag) too early, and the next windows' probes would be
+    /// refused. A window that did free states more: a fixed one its whole quota but the probe,
+    /// a moving one as many as before (every unit of it spent, it freed the one the probe
+    /// took) or more.
+    fn took_a_unit_left(&self, info: &RateLimitInfo) -> bool {
+        match (self.least_left, Left::stated(info)) {
+            (Some(least), Some(left)) => {
+                least.limit == left.limit && least.window == left.window && !least.rolled_by(&left)
+            }
+            _ => false,
         }
     }
 

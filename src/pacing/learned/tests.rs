@@ -1218,3 +1218,84 @@ fn a_silent_sliding_counter_on_the_clock_is_never_taken_for_a_bucket() {
         "never handed over"
     );
 }
+
+#[test]
+fn an_early_probe_that_takes_the_windows_last_unit_is_not_the_window_freed() {
+    // 20 per 1 s on the clock's seconds, the reset stated as a Unix time. The key's first
+    // request goes 10 ms before the second 1 s.
+    let mut q = KeyQuota::default();
+    let first = reserve(&mut q, MS * 990);
+    see(&mut q, MS * 991, first, false, &coarse(19, MS * 9));
+    let old = reserve(&mut q, MS * 998);
+    let straddling: Vec<Ticket> = (0..2).map(|_| reserve(&mut q, MS * 998)).collect();
+    see(&mut q, MS * 999, old, false, &coarse(18, MS));
+    // The window rolls at 1 s with two requests on their way: the server counts them in the
+    // new one (19, then 18 left), and the request sent after the roll (17 left) is answered
+    // before the second of them. Net of that one, still in flight, the budget is 16, one short
+    // of what the server has.
+    let after = reserve(&mut q, secs(1));
+    see(
+        &mut q,
+        secs(1) + MS,
+        straddling[0],
+        false,
+        &coarse(19, MS * 999),
+    );
+    see(&mut q, secs(1) + MS, after, false, &coarse(17, MS * 999));
+    see(
+        &mut q,
+        secs(1) + MS,
+        straddling[1],
+        false,
+        &coarse(18, MS * 999),
+    );
+    let rest: Vec<Ticket> = std::iter::from_fn(|| match q.try_reserve(secs(1) + MS * 2, 1) {
+        Admission::Reserved(ticket) => Some(ticket),
+        Admission::WaitUntil(_) => None,
+    })
+    .collect();
+    assert_eq!(rest.len(), 16);
+    for (i, ticket) in rest.into_iter().enumerate() {
+        let left = 16 - i as u64;
+        see(
+            &mut q,
+            secs(1) + MS * 3,
+            ticket,
+            false,
+            &coarse(left, MS * 997),
+        );
+    }
+    // The early probe goes before the stated second and takes that unit: none left, the same
+    // reset. The window has not freed: nothing more goes before its stated end.
+    let probe = match q.try_reserve(secs(1) + MS * 4, 1) {
+        Admission::Reserved(ticket) => ticket,
+        Admission::WaitUntil(t) => reserve(&mut q, t),
+    };
+    assert!(probe.sent < secs(2), "an early probe, at {:?}", probe.sent);
+    let now = probe.sent + MS;
+    see(&mut q, now, probe, false, &coarse(0, secs(2) - now));
+    assert_eq!(q.try_reserve(now, 1), Admission::WaitUntil(secs(2)));
+    // The next window, spent at once from 2 s: its probe goes at its stated end, where this
+    // one found the quota freed (the probe that took the last unit does not place the phase
+    // earlier).
+    let first = reserve(&mut q, secs(2));
+    see(&mut q, secs(2) + MS, first, false, &coarse(19, MS * 999));
+    let rest: Vec<Ticket> = (0..19).map(|_| reserve(&mut q, secs(2) + MS)).collect();
+    for (i, ticket) in rest.into_iter().enumerate() {
+        let left = 18 - i as u64;
+        see(
+            &mut q,
+            secs(2) + MS * 2,
+            ticket,
+            false,
+            &coarse(left, MS * 998),
+        );
+    }
+    match q.try_reserve(secs(2) + MS * 3, 1) {
+        Admission::WaitUntil(at) => assert!(
+            at >= secs(3) - MS * 125 && at <= secs(3),
+            "the next window probed at {at:?}, its end at 3 s"
+        ),
+        Admission::Reserved(_) => panic!("the window is spent"),
+    }
+}
