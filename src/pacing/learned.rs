@@ -1099,9 +1099,15 @@ impl KeyQuota {
                     }
                     // Our own reservations are already taken off; others may have spent more.
                     Some(budget) if !self.budget_guessed => budget.min(remaining),
-                    // First news of the window: the requests still in flight may not be
-                    // counted yet.
-                    _ => remaining.saturating_sub(self.in_flight()),
+                    // First news of a window we rolled: the requests still in flight may not
+                    // be counted yet. Nor may it raise what the roll left: the requests that
+                    // went near the last window's end and were answered before this one may
+                    // have been counted in this window after it (the server answers out of
+                    // order), and the roll took them off.
+                    Some(guessed) => guessed.min(remaining.saturating_sub(self.in_flight())),
+                    // First news of the window (one begun by an answer): the requests still in
+                    // flight may not be counted yet.
+                    None => remaining.saturating_sub(self.in_flight()),
                 });
                 self.budget_guessed = false;
             }

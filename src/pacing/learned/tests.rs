@@ -1299,3 +1299,31 @@ fn an_early_probe_that_takes_the_windows_last_unit_is_not_the_window_freed() {
         Admission::Reserved(_) => panic!("the window is spent"),
     }
 }
+
+#[test]
+fn the_first_answer_of_a_rolled_window_does_not_raise_what_the_roll_left() {
+    // 20 per 1 s on the clock's seconds. The key's first request, 2 ms before the second,
+    // finds 19 left; six more go just before the second, and one at it, when the window
+    // rolls (the six are taken off: they may be counted in the new window).
+    let mut q = KeyQuota::default();
+    let first = reserve(&mut q, MS * 998);
+    see(&mut q, MS * 999, first, false, &coarse(19, MS));
+    let out: Vec<Ticket> = (0..6).map(|_| reserve(&mut q, MS * 999)).collect();
+    let rolled = reserve(&mut q, secs(1));
+    // The first of the six is counted in the old window (18 left); the server counts the one
+    // sent at the roll first in the new window (19 left), the second of the six next (18
+    // left), and answers that one first.
+    see(&mut q, secs(1), out[0], false, &coarse(18, MS));
+    see(&mut q, secs(1) + MS, out[1], false, &coarse(18, MS * 999));
+    see(
+        &mut q,
+        secs(1) + MS * 2,
+        rolled,
+        false,
+        &coarse(19, MS * 998),
+    );
+    // The server has 18 left, four of ours still on their way to be counted: 14 may go, not
+    // the 15 that the answer to the request sent at the roll alone would leave.
+    let budget = q.budget().expect("a stated quota");
+    assert!(budget <= 14, "{budget} may go, the server has 14 for us");
+}
