@@ -25,8 +25,11 @@ impl ReceiptClock {
         let server_now = match date.map(unix_nanos) {
             // `Date` has whole seconds: a local clock within that second agrees with the
             // server's and is the finer of the two (a `Date` read alone overstates every wait
-            // by up to a second).
-            Some(date) if (date..date + NANOS_PER_SECOND).contains(&now) => now,
+            // by up to a second). So does one just past it: a response stamped late in a
+            // second reaches us early in the next (read alone, its `Date` would put a reset
+            // at the end of the new second a whole second later, at the very instant a window
+            // on the clock rolls).
+            Some(date) if (date..date + NANOS_PER_SECOND + IN_TRANSIT).contains(&now) => now,
             Some(date) => date,
             None => now,
         };
@@ -50,6 +53,9 @@ impl ReceiptClock {
 }
 
 const NANOS_PER_SECOND: i128 = 1_000_000_000;
+/// How long after its `Date` second a response may reach us with the clocks agreeing: its
+/// time on the way (nanoseconds). A local clock later than that is skewed, and `Date` rules.
+const IN_TRANSIT: i128 = NANOS_PER_SECOND / 4;
 
 /// Nanoseconds between the Unix epoch and `time`, negative before the epoch.
 fn unix_nanos(time: SystemTime) -> i128 {
@@ -89,7 +95,7 @@ mod tests {
     }
 
     #[test]
-    fn a_local_clock_within_the_dates_second_is_the_finer_reference() {
+    fn a_local_clock_within_the_dates_second_or_just_past_it_is_the_finer_reference() {
         let mut headers = HeaderMap::new();
         headers.insert("date", "Thu, 01 Jan 1970 00:01:40 GMT".parse().unwrap());
         let now = UNIX_EPOCH + Duration::from_millis(100_700);
@@ -99,8 +105,15 @@ mod tests {
             clock.until_epoch_offset(Duration::from_secs(102)),
             Duration::from_millis(1300)
         );
-        // A second off or more: the clocks disagree, and the server's Date is the reference.
-        let late = ReceiptClock::new(&headers, UNIX_EPOCH + Duration::from_millis(101_000));
+        // Just past it: stamped late in its second and received early in the next, the local
+        // clock still agrees (the Date alone would say 2 s).
+        let crossed = ReceiptClock::new(&headers, UNIX_EPOCH + Duration::from_millis(101_001));
+        assert_eq!(
+            crossed.until_epoch_offset(Duration::from_secs(102)),
+            Duration::from_millis(999)
+        );
+        // Further off: the clocks disagree, and the server's Date is the reference.
+        let late = ReceiptClock::new(&headers, UNIX_EPOCH + Duration::from_millis(101_300));
         assert_eq!(
             late.until_epoch_offset(Duration::from_secs(102)),
             Duration::from_secs(2)
