@@ -485,50 +485,88 @@ async fn until_phase(phase: Duration) {
     tokio::time::sleep(wait).await;
 }
 
-/// The mock over real sockets (wiremock on 127.0.0.1) and real time, stating `X-RateLimit-*`
-/// for 20 per second (whole-second windows on the wall clock), 30 tasks, 100 requests, the
-/// default client, started at each tenth of a second and at 0.975 s: where a window's first
+/// One job against the mock over real sockets (wiremock on 127.0.0.1) and real time, stating
+/// `X-RateLimit-*` for 20 per second (whole-second windows on the wall clock): 30 tasks, 100
+/// requests, the default client, started `phase` into a second. Returns the 429s of the job
+/// and of its second half; panics if a request is lost.
+async fn edge_job(phase: Duration) -> (usize, usize) {
+    const REQUESTS: u64 = 100;
+    let api = RateLimitedApi::global(20, Duration::from_secs(1))
+        .dialect(HeaderDialect::XRateLimit)
+        .start()
+        .await
+        .expect("a valid mock");
+    until_phase(phase).await;
+    let client = reqwest_polite::client();
+    let url = api.uri();
+    let started = Instant::now();
+    run_job(30, REQUESTS, move || client.get(&url).send()).await;
+    let elapsed = started.elapsed();
+    let log = api.log();
+    let half = log[0].at + elapsed / 2;
+    let late = log
+        .iter()
+        .filter(|e| e.status == 429 && e.at >= half)
+        .count();
+    assert_eq!(api.admitted(), REQUESTS as usize, "every request admitted");
+    (api.rejected(), late)
+}
+
+/// [`edge_job`] started at each tenth of a second and at 0.975 s: where a window's first
 /// requests can reach the server after its roll. Measured on main before the fix at 0.975 s:
 /// 1, 1, 35 and 16 × 429 in four runs of 100 (bursts of ten each window, drifting); after it,
 /// 1-2. The bars hold on a loaded machine: no request lost, at most 3 × 429 per run and none
-/// in its second half.
+/// in its second half (see the next test for how often runs near 0.975 s came near them).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn over_real_sockets_a_window_edge_at_any_phase_costs_no_429_per_window() {
     let _turn = take_turn(module_path!()).await;
-    const REQUESTS: u64 = 100;
     let mut report = Vec::new();
     for tenths in [0u64, 1, 2, 3, 4, 5, 6, 7, 8, 9] {
         for phase in [Duration::from_millis(100 * tenths)]
             .into_iter()
             .chain((tenths == 9).then_some(Duration::from_millis(975)))
         {
-            let api = RateLimitedApi::global(20, Duration::from_secs(1))
-                .dialect(HeaderDialect::XRateLimit)
-                .start()
-                .await
-                .expect("a valid mock");
-            until_phase(phase).await;
-            let client = reqwest_polite::client();
-            let url = api.uri();
-            let started = Instant::now();
-            run_job(30, REQUESTS, move || client.get(&url).send()).await;
-            let elapsed = started.elapsed();
-            let log = api.log();
-            let half = log[0].at + elapsed / 2;
-            let late = log
-                .iter()
-                .filter(|e| e.status == 429 && e.at >= half)
-                .count();
-            report.push(format!("{phase:?}: {} × 429 ({late} late)", api.rejected()));
-            assert_eq!(api.admitted(), REQUESTS as usize);
+            let (rejected, late) = edge_job(phase).await;
+            report.push(format!("{phase:?}: {rejected} × 429 ({late} late)"));
             assert!(
-                api.rejected() <= 3 && late == 0,
-                "started {phase:?} into a second: {} × 429, {late} in the second half",
-                api.rejected()
+                rejected <= 3 && late == 0,
+                "started {phase:?} into a second: {rejected} × 429, {late} in the second half"
             );
         }
     }
     println!("real sockets, X-RateLimit 20 per s: {}", report.join(", "));
+}
+
+/// [`edge_job`] many times (`RUNS`, 36 by default), started 0.975-0.983 s into a second: the
+/// first window's 25 ms or less end before the first answers come back, and the answers of
+/// requests sent across the roll come out of order. Held to the same bars; prints how many runs
+/// drew how many 429s. A CI run drew 5 at 0.975 s in the test above; by hand on a quiet
+/// machine before the fixes of 2026-12-04, 36 runs drew 1 × 429 in 23, 2 in 11, 3 in one and 6
+/// in one (five at the roll: the first answer of the window was older news than answers of it
+/// that came before; and the probe that took a unit the window had left, taken for the window
+/// freed). Ignored: about 5 s a run. Run it with
+/// `RUNS=36 cargo test --features redis,mock,metrics --test pacing -- --ignored many_runs_started_just_before --nocapture`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "about 5 s a run: run by hand (see the doc comment)"]
+async fn many_runs_started_just_before_a_whole_second() {
+    let _turn = take_turn(module_path!()).await;
+    let runs: u64 = std::env::var("RUNS").map_or(36, |v| v.parse().expect("RUNS: a number"));
+    let mut drew = std::collections::BTreeMap::<usize, u64>::new();
+    let mut over = Vec::new();
+    for run in 0..runs {
+        let phase = Duration::from_millis(975 + run % 9);
+        let (rejected, late) = edge_job(phase).await;
+        *drew.entry(rejected).or_default() += 1;
+        if rejected > 3 || late > 0 {
+            over.push(format!("{phase:?}: {rejected} × 429, {late} late"));
+        }
+    }
+    let histogram: Vec<String> = drew
+        .iter()
+        .map(|(rejected, count)| format!("{count} runs drew {rejected} × 429"))
+        .collect();
+    println!("{runs} runs at 0.975-0.983 s: {}", histogram.join(", "));
+    assert!(over.is_empty(), "over the bars: {}", over.join("; "));
 }
 
 /// A sliding log that states its reset as Flask-Limiter's moving window does (when the oldest
