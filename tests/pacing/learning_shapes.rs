@@ -214,6 +214,43 @@ async fn x_ratelimit_started_just_before_a_whole_second() {
     .await;
 }
 
+/// A known failure (issue 17), held to the issue's bars so that a fix shows here: the IETF fixed
+/// window on the clock, 20 per 1 s, 1,200 requests from 30 tasks, each way 0.2 to 50 ms (a far
+/// server), started 0.125 s into a second: at 0c95070, 11-27 × 429, 7-18 of them in the second
+/// half, 1.06-1.08 × the minimum, in five runs (the count varies from run to run); 0.2 to 20 ms,
+/// 6 × 429, all six in the second half, 1.04 ×, in one. The window is stated (`w=1`), so each
+/// window's end is taken as its first answer plus the window: an upper bound, late by that
+/// request's way there and back. The next window's first request goes at that end, so each window's
+/// requests reach the server later into its window, by about a round trip a window (with 0.2-20 ms,
+/// the windows' first arrivals 0, 1.037, 2.074 and 3.107 s after the job's first), until a burst
+/// crosses the server's roll and the window after it is overspent. A tax that comes back with the
+/// job's length; at 0.2-3 ms (the other sweeps') it would take some 300 windows to show, by that
+/// reckoning. (The same round trip, paid by each window's first request going alone, is likely most
+/// of the time over 1.05 ×.) A fix keeps the tightest bound on the phase across windows for windows
+/// on the clock, not for windows that begin with a client's first request, which such a bound would
+/// send too early. Run it with
+/// `cargo test --features mock --test pacing known_failure_a_stated_window -- --include-ignored --nocapture`.
+#[tokio::test(start_paused = true)]
+#[ignore = "known failure (issue 17): see the doc comment for what it measures"]
+async fn known_failure_a_stated_window_drifts_across_the_servers_under_real_latency() {
+    let job = Job {
+        name: "IETF fixed window, 20 per 1 s, 1,200 requests from 30 tasks, 0.2-50 ms each way",
+        tasks: 30,
+        requests: 1200,
+        minimum: windows_minimum(1200, 20, Duration::from_secs(1)),
+        most_429: 3,
+        most_429_second_half: 0,
+        ratio: 1.05,
+        phases: 1,
+    };
+    job.sweep_at([Duration::from_millis(125)].into_iter(), || {
+        RateLimitedApi::global(20, Duration::from_secs(1))
+            .latency(Duration::from_micros(200), Duration::from_millis(50))
+            .dialect(HeaderDialect::Ietf)
+    })
+    .await;
+}
+
 // Stated quotas. Measured over 3 sweeps of 16 phases: fixed windows on the clock's seconds
 // and windows from a key's first request, no 429, 0.98-1.01 x the minimum; sliding logs, at
 // most 2 x 429 (IETF; once 4 in six sweeps) and 5 (X-RateLimit, whole-second resets),
