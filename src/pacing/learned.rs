@@ -153,9 +153,12 @@ impl Left {
     /// server does not count leaves as many too; the window taken to begin with it then ends
     /// by the reset the server states all the same.)
     fn rolled_by(&self, later: &Left) -> bool {
-        self.limit == later.limit
-            && self.window == later.window
-            && later.remaining >= self.remaining
+        self.same_quota(later) && later.remaining >= self.remaining
+    }
+
+    /// `other` speaks of the same quota (limit and window).
+    fn same_quota(&self, other: &Left) -> bool {
+        self.limit == other.limit && self.window == other.window
     }
 }
 
@@ -877,8 +880,8 @@ impl KeyQuota {
 
     /// Whether an early probe admitted with the answer `info` took a unit the window still
     /// had, not one it freed: the answer states fewer left of the same quota than any answer
-    /// of the window before it (see [`Left::rolled_by`]), so the server counted it in that
-    /// window. Answers come out of order, so a budget net of the requests in flight can fall
+    /// of the window before it (the converse of [`Left::rolled_by`]), so the server counted it
+    /// in that window. Answers come out of order, so a budget net of the requests in flight can fall
     /// short of what the server has left by those it had already counted; the probe takes
     /// such a unit before the window ends. Taken for the window freed, it would place the
     /// phase (and bound the window by a lag) too early, and the next windows' probes would be
@@ -888,7 +891,7 @@ impl KeyQuota {
     fn took_a_unit_left(&self, info: &RateLimitInfo) -> bool {
         match (self.least_left, Left::stated(info)) {
             (Some(least), Some(left)) => {
-                least.limit == left.limit && least.window == left.window && !least.rolled_by(&left)
+                least.same_quota(&left) && left.remaining < least.remaining
             }
             _ => false,
         }

@@ -1219,6 +1219,20 @@ fn a_silent_sliding_counter_on_the_clock_is_never_taken_for_a_bucket() {
     );
 }
 
+/// Answers `tickets` at `now`, in order, each stating one fewer left than the last (`left`
+/// for the first), the window ending at `end` (a Unix second).
+fn answer_counting_down(
+    q: &mut KeyQuota,
+    now: Duration,
+    tickets: Vec<Ticket>,
+    left: u64,
+    end: Duration,
+) {
+    for (i, ticket) in tickets.into_iter().enumerate() {
+        see(q, now, ticket, false, &coarse(left - i as u64, end - now));
+    }
+}
+
 #[test]
 fn an_early_probe_that_takes_the_windows_last_unit_is_not_the_window_freed() {
     // 20 per 1 s on the clock's seconds, the reset stated as a Unix time. The key's first
@@ -1255,16 +1269,7 @@ fn an_early_probe_that_takes_the_windows_last_unit_is_not_the_window_freed() {
     })
     .collect();
     assert_eq!(rest.len(), 16);
-    for (i, ticket) in rest.into_iter().enumerate() {
-        let left = 16 - i as u64;
-        see(
-            &mut q,
-            secs(1) + MS * 3,
-            ticket,
-            false,
-            &coarse(left, MS * 997),
-        );
-    }
+    answer_counting_down(&mut q, secs(1) + MS * 3, rest, 16, secs(2));
     // The early probe goes before the stated second and takes that unit: none left, the same
     // reset. The window has not freed: nothing more goes before its stated end.
     let probe = match q.try_reserve(secs(1) + MS * 4, 1) {
@@ -1281,16 +1286,7 @@ fn an_early_probe_that_takes_the_windows_last_unit_is_not_the_window_freed() {
     let first = reserve(&mut q, secs(2));
     see(&mut q, secs(2) + MS, first, false, &coarse(19, MS * 999));
     let rest: Vec<Ticket> = (0..19).map(|_| reserve(&mut q, secs(2) + MS)).collect();
-    for (i, ticket) in rest.into_iter().enumerate() {
-        let left = 18 - i as u64;
-        see(
-            &mut q,
-            secs(2) + MS * 2,
-            ticket,
-            false,
-            &coarse(left, MS * 998),
-        );
-    }
+    answer_counting_down(&mut q, secs(2) + MS * 2, rest, 18, secs(3));
     match q.try_reserve(secs(2) + MS * 3, 1) {
         Admission::WaitUntil(at) => assert!(
             at >= secs(3) - MS * 125 && at <= secs(3),
