@@ -35,27 +35,33 @@ pub(crate) struct Job {
 }
 
 impl Job {
+    /// Every bar `run` is over, said at once (a known failure's message then measures it).
     fn check(&self, run: &SimulatedRun) -> Result<(), String> {
+        let mut over = Vec::new();
         if run.rejected > self.most_429 {
-            return Err(format!(
+            over.push(format!(
                 "{} × 429 (at most {})",
                 run.rejected, self.most_429
             ));
         }
         let late = run.rejected_second_half();
         if late > self.most_429_second_half {
-            return Err(format!(
+            over.push(format!(
                 "{late} × 429 in the second half (at most {})",
                 self.most_429_second_half
             ));
         }
         if run.elapsed > self.minimum.mul_f64(self.ratio) {
-            return Err(format!(
+            over.push(format!(
                 "took {:?}, more than {} × {:?}",
                 run.elapsed, self.ratio, self.minimum
             ));
         }
-        Ok(())
+        if over.is_empty() {
+            Ok(())
+        } else {
+            Err(over.join("; "))
+        }
     }
 
     /// Runs the job against a fresh `api()` from each phase; panics on the first run over a
@@ -214,21 +220,19 @@ async fn x_ratelimit_started_just_before_a_whole_second() {
     .await;
 }
 
-/// A known failure (issue 17), held to the issue's bars so that a fix shows here: the IETF fixed
-/// window on the clock, 20 per 1 s, 1,200 requests from 30 tasks, each way 0.2 to 50 ms (a far
-/// server), started 0.125 s into a second: at 0c95070, 11-27 × 429, 7-18 of them in the second
-/// half, 1.06-1.08 × the minimum, in five runs (the count varies from run to run); 0.2 to 20 ms,
-/// 6 × 429, all six in the second half, 1.04 ×, in one. The window is stated (`w=1`), so each
-/// window's end is taken as its first answer plus the window: an upper bound, late by that
-/// request's way there and back. The next window's first request goes at that end, so each window's
-/// requests reach the server later into its window, by about a round trip a window (with 0.2-20 ms,
-/// the windows' first arrivals 0, 1.037, 2.074 and 3.107 s after the job's first), until a burst
-/// crosses the server's roll and the window after it is overspent. A tax that comes back with the
-/// job's length; at 0.2-3 ms (the other sweeps') it would take some 300 windows to show, by that
-/// reckoning. (The same round trip, paid by each window's first request going alone, is likely most
-/// of the time over 1.05 ×.) A fix keeps the tightest bound on the phase across windows for windows
-/// on the clock, not for windows that begin with a client's first request, which such a bound would
-/// send too early. Run it with
+/// A known failure (issue 17), held to the issue's bars so that a fix shows here (its message names
+/// every bar it is over): the IETF fixed window on the clock, 20 per 1 s, 1,200 requests from 30
+/// tasks, each way 0.2 to 50 ms (a far server), started 0.125 s into a second. At 6f86d80 and
+/// after, four runs in debug and release builds: 4-23 × 429, 0-6 of them in the second half,
+/// 1.06-1.08 × the minimum (the count varies from run to run). Here the window is stated (`w=1`),
+/// so each window's end is taken as its first answer plus the window: an upper bound, late by that
+/// request's way there and back, and the next window's first request goes at that end. A likely
+/// cause, not yet traced: each window's requests reach the server later into its window, about a
+/// round trip a window, until a burst crosses the server's roll and the window after it is
+/// overspent; and the round trip each window's first request pays, going alone, is the time over
+/// 1.05 ×. A fix would keep the tightest bound on the phase across windows for windows on the clock
+/// (not for windows that begin with a client's first request, which such a bound would send too
+/// early). Run it with
 /// `cargo test --features mock --test pacing known_failure_a_stated_window -- --include-ignored --nocapture`.
 #[tokio::test(start_paused = true)]
 #[ignore = "known failure (issue 17): see the doc comment for what it measures"]
@@ -611,20 +615,18 @@ async fn over_real_sockets_a_window_edge_at_any_phase_costs_no_429_per_window() 
     println!("real sockets, X-RateLimit 20 per s: {}", report.join(", "));
 }
 
-/// [`edge_job`] many times (`RUNS`, 36 by default), started 0.975-0.983 s into a second: the
-/// first window's 25 ms or less end before the first answers come back, and the answers of
-/// requests sent across the roll come out of order. Held to the same bars; prints how many runs
-/// drew how many 429s. A CI run drew 5 at 0.975 s in the test above; by hand on a quiet
-/// machine before the fixes of 2026-12-04, 36 runs drew 1 × 429 in 23, 2 in 11, 3 in one and 6
-/// in one (five at the roll: the first answer of the window was older news than answers of it
-/// that came before; and the probe that took a unit the window had left, taken for the window
-/// freed). Ignored: about 5 s a run. Run it with
-/// `RUNS=36 cargo test --features redis,mock,metrics --test pacing -- --ignored many_runs_started_just_before --nocapture`.
+/// [`edge_job`] many times (`RUNS`; 4 by default, about 20 s, as CI runs it), started 0.975-0.983 s
+/// into a second: the first window's 25 ms or less end before the first answers come back, and the
+/// answers of requests sent across the roll come out of order. Held to the same bars; prints how
+/// many runs drew how many 429s. A CI run drew 5 at 0.975 s in the test above. With `RUNS=36`,
+/// quiet machine, debug build: with the src/ of ca5dd94, 1 × 429 in 32 runs and 2 in 4 (the same
+/// job in an earlier harness: 1 in 23, 2 in 11, 3 in one and 6 in one); since 90ced3d, two
+/// runs of 36: 0 × 429 in 23, 1 in 47, 2 in 2. By hand:
+/// `RUNS=36 cargo test --features redis,mock,metrics --test pacing many_runs_started_just_before -- --nocapture`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "about 5 s a run: run by hand (see the doc comment)"]
 async fn many_runs_started_just_before_a_whole_second() {
     let _turn = take_turn(module_path!()).await;
-    let runs: u64 = std::env::var("RUNS").map_or(36, |v| v.parse().expect("RUNS: a number"));
+    let runs: u64 = std::env::var("RUNS").map_or(4, |v| v.parse().expect("RUNS: a number"));
     let mut drew = std::collections::BTreeMap::<usize, u64>::new();
     let mut over = Vec::new();
     for run in 0..runs {
