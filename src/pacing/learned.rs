@@ -99,6 +99,7 @@
 
 use std::time::Duration;
 
+use self::clock::ClockEdges;
 use self::phase::{GRAIN, NARROW, ResetPhase, WindowLag};
 pub(crate) use self::side::Demand;
 use self::side::SideQuotas;
@@ -293,6 +294,9 @@ pub(crate) struct KeyQuota {
     side: Option<Box<SideQuotas>>,
     /// Where, in the second before a stated (rounded-up) reset, the quota really frees.
     phase: ResetPhase,
+    /// Whether a stated window keeps to the clock: its ends then carry from one window to
+    /// the next.
+    clock: ClockEdges,
     /// The window frees its slots one at a time, one window after each went (a moving
     /// window): within a window an early probe opened, a later answer found more left than
     /// an earlier one, yet not the whole quota. Its early probes then go by `lag`.
@@ -1025,6 +1029,9 @@ impl KeyQuota {
                     _ => Some(left),
                 };
             }
+            if self.budget_guessed {
+                self.clock.first_answer(outcome == Outcome::Throttled);
+            }
             if self.budget_guessed
                 && outcome == Outcome::Answered
                 && let (Some(limit), Some(remaining)) = (self.limit, info.remaining)
@@ -1072,13 +1079,20 @@ impl KeyQuota {
                     stated = stated.min(first.saturating_add(window)).max(now);
                 }
                 let end = if self.budget_guessed {
-                    // The first answer after our roll: the end we projected assumed windows
-                    // back to back on the clock, but a window that begins with its first
-                    // request (express-rate-limit's) began with this one. The answer's bound
-                    // replaces the projection.
-                    stated
+                    // The first answer after our roll: the end it bounds is late by the first
+                    // request's way back, and the end the roll projected (the last window's
+                    // plus the window) holds for windows on the clock, so the earlier rules.
+                    // A window that begins with its first request (express-rate-limit's) began
+                    // with this one: once a window begun at a projection earlier than its own
+                    // bound refuses its first request, the answer's bound rules (`clock`).
+                    let whole = self.refill == Refill::Whole && !self.moving;
+                    self.clock.end(stated, whole, now)
                 } else {
-                    tightest_reset(self.reset_at, stated, now)
+                    let end = tightest_reset(self.reset_at, stated, now);
+                    if Some(end) != self.reset_at {
+                        self.clock.own_end();
+                    }
+                    end
                 };
                 self.reset_at = Some(self.moving_end(end));
             }
@@ -1283,6 +1297,12 @@ impl KeyQuota {
         {
             return;
         }
+        if self.refill == Refill::Whole && !self.moving && self.window.is_some() {
+            // A stated fixed window rolled while ours was open: the server keeps its windows
+            // to a clock of its own (a window that begins with our first request, or a log
+            // that frees as our own requests age out, does not roll under our requests).
+            self.clock.confirm();
+        }
         self.begun_by(now, ticket);
     }
 
@@ -1291,6 +1311,7 @@ impl KeyQuota {
     /// is theirs.
     fn begun_by(&mut self, now: Duration, ticket: &mut Ticket) {
         self.sends.retain(|sent| sent.serial != ticket.serial);
+        self.clock.begun_elsewhere();
         self.begin_window();
         self.sends.push(Sent {
             serial: ticket.serial,
@@ -1319,6 +1340,7 @@ impl KeyQuota {
         let slack = if self.coarse { GRAIN } else { Duration::ZERO };
         let cutoff = reset_at.saturating_sub(slack + self.longest_trip);
         let straddling = self.out.iter().filter(|(_, sent)| *sent >= cutoff).count() as u64;
+        self.clock.rolled(reset_at, now, self.window);
         self.begin_window();
         self.budget = match self.paced_interval() {
             // A paced quota comes back a unit at a time, not whole: its pace says when the
@@ -1408,6 +1430,7 @@ impl KeyQuota {
     }
 }
 
+mod clock;
 mod fleet;
 mod phase;
 mod rate;
