@@ -253,6 +253,9 @@ pub(crate) struct KeyQuota {
     /// answer, admitted with as many left or more, was counted in a later window: the server's
     /// rolled (or a moving one freed) in between.
     least_left: Option<Left>,
+    /// A window an answer began (not our roll): the next request goes alone, and its answer
+    /// counts what is left again (see [`rolled_under`](Self::rolled_under)).
+    recount: bool,
     /// The budget was set by our own roll, not by an answer of the window.
     budget_guessed: bool,
     /// The requests taken off the budget at the roll: they went near the last window's end.
@@ -1114,6 +1117,13 @@ impl KeyQuota {
                     _ if self.refill == Refill::Trickle => {
                         remaining.saturating_sub(self.in_flight())
                     }
+                    // The request that went alone after a window an answer began: what it
+                    // states counts every request of the window that reached the server before
+                    // it, less those still out.
+                    Some(budget) if self.recount => {
+                        self.recount = false;
+                        budget.min(remaining.saturating_sub(self.in_flight()))
+                    }
                     // Our own reservations are already taken off; others may have spent more.
                     Some(budget) if !self.budget_guessed => budget.min(remaining),
                     // First news of a window we rolled: the requests still in flight may not
@@ -1248,6 +1258,7 @@ impl KeyQuota {
         self.epoch = self.epoch.wrapping_add(1);
         self.epoch_first_answer = None;
         self.least_left = None;
+        self.recount = false;
         self.previous_sends = std::mem::take(&mut self.sends);
         self.early = None;
         self.opened_early = false;
@@ -1303,7 +1314,19 @@ impl KeyQuota {
             // that frees as our own requests age out, does not roll under our requests).
             self.clock.confirm();
         }
+        // Answers that came after this request went and stated fewer left than it had seen
+        // may be the new window's, taken for the old one's (answers come out of order): its
+        // count net of the requests in flight leaves them out. The next request then goes
+        // alone, and its answer counts again. (A server whose count never moves shows none.)
+        let recount = match (self.least_left, ticket.seen) {
+            (Some(least), Some(seen)) => least.remaining < seen.remaining,
+            _ => false,
+        };
         self.begun_by(now, ticket);
+        if recount {
+            self.recount = true;
+            self.probe_next = true;
+        }
     }
 
     /// Starts a window begun by `ticket`'s request, answered at `now`: its answer is the new

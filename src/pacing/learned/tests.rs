@@ -791,11 +791,41 @@ fn an_answer_with_as_many_left_as_an_earlier_one_starts_a_new_window() {
     for (i, ticket) in wave.into_iter().enumerate() {
         see(&mut q, MS * 200, ticket, false, &per_second(9 - i as u64));
     }
-    // Two are left in the new window: both go, and the key waits for its end.
+    // Two are left in the new window: both go, and the key waits for its end. (Its answers
+    // came in order: none came before the one that showed the roll.)
     reserve(&mut q, MS * 200);
     reserve(&mut q, MS * 200);
     assert_eq!(q.try_reserve(MS * 200, 1), Admission::WaitUntil(MS * 1200));
     assert_eq!(q.try_reserve(MS * 1000, 1), Admission::WaitUntil(MS * 1200));
+}
+
+#[test]
+fn answers_of_a_new_window_that_came_before_the_one_that_showed_its_roll_are_counted_again() {
+    // As above, but the server's threads answer out of order: of the eight sent on the answer
+    // that said 9, the one that says 8 comes back first, taken for the old window's news; the
+    // one that says 9 shows the roll. Counted from it alone, less the six still out, two would
+    // be left; the server has one.
+    let mut q = KeyQuota::default();
+    let first = reserve(&mut q, Duration::ZERO);
+    see(&mut q, MS * 100, first, false, &per_second(9));
+    let wave: Vec<Ticket> = (0..8).map(|_| reserve(&mut q, MS * 100)).collect();
+    see(&mut q, MS * 200, wave[1], false, &per_second(8));
+    see(&mut q, MS * 201, wave[0], false, &per_second(9));
+    for (i, ticket) in wave.into_iter().enumerate().skip(2) {
+        see(&mut q, MS * 202, ticket, false, &per_second(9 - i as u64));
+    }
+    // The next goes alone (the others wait for it), and its answer says what the server has
+    // left: none.
+    let alone = reserve(&mut q, MS * 202);
+    assert!(matches!(
+        q.try_reserve(MS * 202, 1),
+        Admission::WaitUntil(t) if t > MS * 202
+    ));
+    see(&mut q, MS * 210, alone, false, &per_second(0));
+    assert!(matches!(
+        q.try_reserve(MS * 210, 1),
+        Admission::WaitUntil(t) if t >= MS * 1100
+    ));
 }
 
 #[test]
