@@ -1324,6 +1324,10 @@ impl KeyQuota {
         };
         self.begun_by(now, ticket);
         if recount {
+            tracing::trace!(
+                serial = ticket.serial,
+                "pacing: answers of the new window may have come first; the next goes alone"
+            );
             self.recount = true;
             self.probe_next = true;
         }
