@@ -96,14 +96,33 @@
 //! length is the interval. The probes stop once the bounds meet, and the 429s of a long job's
 //! second half are none or a few. A quota the server states, in any response, replaces every
 //! estimate.
+//!
+//! # Where each part lives
+//!
+//! This file holds the key's state, the reservation (`reserve_governing`) and the reading of
+//! each answer (`observe`, `observe_stated`); each shape's evidence has its own file:
+//!
+//! - `window`: a stated window's rolls (ours, and the server's found under our requests) and
+//!   how it refills (whole, or slot by slot);
+//! - `clock`: whether a stated window keeps a clock of its own, and the end carried from one
+//!   window to the next once it does;
+//! - `early` and `phase`: early probes of a reset stated in whole seconds, and where in that
+//!   second the quota frees (or, for a moving window, how long after its first request);
+//! - `rate`: how fast a stated quota frees when it comes back a little at a time;
+//! - `side`: the quotas stated beside the governing one;
+//! - `silent`, `silent_rate` and `fleet`: a server that states nothing, as windows, as a rate,
+//!   and learned by many processes as one;
+//! - `snapshot`: what the pacer shows of it all.
 
 use std::time::Duration;
 
 use self::clock::ClockEdges;
-use self::phase::{GRAIN, NARROW, ResetPhase, WindowLag};
+use self::early::EarlyProbe;
+use self::phase::{ResetPhase, WindowLag};
 pub(crate) use self::side::Demand;
 use self::side::SideQuotas;
 use self::silent::{Learned, Silence, SilentAdmission};
+use self::window::{Left, Refill, end_of_window_holding, tightest_reset};
 use super::shared::SharedFacts;
 use crate::headers::RateLimitInfo;
 
@@ -129,80 +148,6 @@ pub(crate) struct Ticket {
     seen: Option<Left>,
     /// Reserved against the estimated window that started at this time.
     window: Option<Duration>,
-}
-
-/// What an answer stated is left of the governing quota, and of which quota (its size and
-/// window, as stated).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Left {
-    limit: Option<u64>,
-    window: Option<Duration>,
-    remaining: u64,
-}
-
-impl Left {
-    fn stated(info: &RateLimitInfo) -> Option<Left> {
-        Some(Left {
-            limit: info.limit,
-            window: info.window,
-            remaining: info.remaining?,
-        })
-    }
-
-    /// `later`, stated by the answer to a request sent after this was stated, leaves as many
-    /// or more of the same quota: the request was counted in a later window. (A request the
-    /// server does not count leaves as many too; the window taken to begin with it then ends
-    /// by the reset the server states all the same.)
-    fn rolled_by(&self, later: &Left) -> bool {
-        self.same_quota(later) && later.remaining >= self.remaining
-    }
-
-    /// `other` speaks of the same quota (limit and window).
-    fn same_quota(&self, other: &Left) -> bool {
-        self.limit == other.limit && self.window == other.window
-    }
-}
-
-/// The end of the window holding `now`, for windows of length `window` the last of which
-/// ended at `reset_at` (at the earliest at `earliest`, for a reset rounded up): whole windows
-/// that passed while nobody asked are skipped.
-pub(super) fn end_of_window_holding(
-    now: Duration,
-    reset_at: Duration,
-    earliest: Duration,
-    window: Duration,
-) -> Duration {
-    let behind = now.saturating_sub(earliest).as_nanos() / window.as_nanos();
-    let windows = u32::try_from(behind.saturating_add(1)).unwrap_or(u32::MAX);
-    reset_at.saturating_add(window.saturating_mul(windows))
-}
-
-/// A window's end from what was `known` and a new `stated` bound: servers round resets up, so
-/// each statement bounds the true end from above, and the earliest bound of a window that has
-/// not ended is the tightest.
-pub(super) fn tightest_reset(known: Option<Duration>, stated: Duration, now: Duration) -> Duration {
-    match known {
-        Some(known) if known > now => known.min(stated),
-        _ => stated,
-    }
-}
-
-/// How a stated window frees its quota, as the first answer after a roll shows.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-enum Refill {
-    /// Not seen yet: the first request after each roll goes alone, and its answer tells.
-    #[default]
-    Unknown,
-    /// All at once at the reset (a fixed window): the budget is the whole quota again.
-    Whole,
-    /// One slot at a time, one window after the request that spent it (a moving window, a
-    /// sliding log): the reset speaks of the next slot only. Each request goes alone at the
-    /// time the last window's went (see [`KeyQuota::mirrored`]), and its answer tells what is
-    /// left.
-    Trickle,
-    /// A request sent at the last window's pace was refused: the quota frees otherwise (a
-    /// bucket refilling at its own rate). The reset the server states rules.
-    Stated,
 }
 
 /// What a response says, beyond its headers.
@@ -359,23 +304,6 @@ impl Sent {
     }
 }
 
-/// A request allowed through the closed gate, alone, before the stated reset.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct EarlyProbe {
-    /// Not before this time.
-    at: Duration,
-    /// The reset as stated (rounded up): the quota has freed by then.
-    latest: Duration,
-    /// Within a window an early probe opened: the quota frees one request at a time, as
-    /// the last window's requests age out (a moving window), not all at once.
-    trickle: bool,
-    /// Its time came from `lag_by`, not from the phase.
-    by_lag: bool,
-    /// Its time came from the moving window's lag, measured from this send (the window's
-    /// first).
-    anchor: Option<Duration>,
-}
-
 impl KeyQuota {
     /// A quota whose first request goes alone when `probe_new`.
     pub(crate) fn new(probe_new: bool) -> KeyQuota {
@@ -529,60 +457,6 @@ impl KeyQuota {
         })
     }
 
-    /// When the next request of a trickling window may go: the n-th request of a window goes
-    /// no sooner after the window's first than the n-th of the last window went after its
-    /// first. None when the last window had no n-th.
-    fn mirrored(&self) -> Option<Duration> {
-        let (first, start) = (self.previous_sends.first()?, self.sends.first()?);
-        let nth = self.previous_sends.get(self.sends.len())?;
-        // Measured from when the server had counted a request to the window's first send (when
-        // it had not yet), so that the server's own queueing cannot make the copy run ahead.
-        // Until the window is known to move, every request is taken as counted by its answer:
-        // a window that frees otherwise (a sliding counter) is refused on this copy, and a copy
-        // that runs late costs time, not a 429.
-        let counted = |sent: &Sent| {
-            if self.moving {
-                sent.counted()
-            } else {
-                sent.answered
-            }
-        };
-        Some(counted(start).saturating_add(counted(nth).saturating_sub(first.at)))
-    }
-
-    /// The end of a moving window whose answer states `stated`: no sooner than one lag after
-    /// the window's first send. While the last window's slots are still freeing one by one,
-    /// the reset an answer states is when the next of them frees, rounded up to a whole
-    /// second; taken for the window's end, it rolled the window in the middle of its sends
-    /// whenever the second fell there (the window's start drifts past the clock's seconds by
-    /// a few milliseconds a window), split it in two, and the edges of both were refused from
-    /// then on.
-    /// Once the window has sent as many as the last one, a reset it states is its own.
-    fn moving_end(&self, stated: Duration) -> Duration {
-        let mid_window = self.sends.len() < self.previous_sends.len();
-        match (self.moving && mid_window, self.sends.first(), self.lag_by) {
-            (true, Some(first), Some(lag)) => stated.max(first.at.saturating_add(lag)),
-            _ => stated,
-        }
-    }
-
-    /// How many other requests were answered while `ticket`'s was out: the server may have
-    /// counted them after it stated what `ticket`'s answer says is left (its threads answer
-    /// out of order), and they are no longer in flight.
-    fn answered_while_out(&self, ticket: Ticket) -> u64 {
-        let outstanding = |serial: u64| self.out.iter().any(|(s, _)| *s == serial);
-        self.sends
-            .iter()
-            .chain(self.previous_sends.iter())
-            .filter(|sent| {
-                sent.serial != ticket.serial
-                    && sent.answered > sent.at
-                    && sent.answered >= ticket.sent
-                    && !outstanding(sent.serial)
-            })
-            .count() as u64
-    }
-
     /// While the slow start holds (nothing known of the quota), until when a request must wait
     /// for a slot in flight: the cap's next doubling, or an answer, whichever comes first.
     fn ramp_wait(&self, now: Duration) -> Option<Duration> {
@@ -640,30 +514,6 @@ impl KeyQuota {
             sent: now,
             seen: self.least_left,
             window,
-        }
-    }
-
-    /// Whether the early probe may go now (it is then out).
-    fn take_early(&mut self, now: Duration) -> bool {
-        match self.early {
-            // Alone on the wire: a probe sent beside requests of the old window could reach
-            // the server before one of them and be admitted in its place, which would read as
-            // the quota freed.
-            Some(early) if early.at <= now && self.probe_out.is_none() && self.in_flight() == 0 => {
-                self.early = None;
-                self.early_out = Some((self.next_serial, early));
-                true
-            }
-            _ => false,
-        }
-    }
-
-    /// When the head of a gated key looks again: at the early probe's time, or the gate's end
-    /// (a response wakes it sooner).
-    fn gate_wake(&self, now: Duration) -> Duration {
-        match self.early {
-            Some(early) if early.at > now => early.at.min(self.gate_until),
-            _ => self.gate_until,
         }
     }
 
@@ -799,184 +649,6 @@ impl KeyQuota {
         }
         self.answers_early = early.is_some();
         self.observe_stated(now, ticket, outcome, info)
-    }
-
-    /// The answer to an early probe: admitted, the quota has freed and the gate opens for
-    /// everyone; refused, or admitted to a unit the window had left (see
-    /// [`took_a_unit_left`](Self::took_a_unit_left)), the next probe goes later.
-    fn early_seen(
-        &mut self,
-        now: Duration,
-        ticket: &mut Ticket,
-        early: EarlyProbe,
-        outcome: Outcome,
-        info: &RateLimitInfo,
-    ) {
-        let stated_reset = info.reset;
-        let outcome = if outcome == Outcome::Answered
-            && !early.trickle
-            && ticket.epoch == self.epoch
-            && self.took_a_unit_left(info)
-        {
-            tracing::trace!(
-                serial = ticket.serial,
-                "pacing: the early probe took a unit the window had left; it had not freed"
-            );
-            Outcome::Throttled
-        } else {
-            outcome
-        };
-        // How long after the window's first send the probe went: what a moving window's lag
-        // is measured in, whichever rule timed the probe (the phase's probes, before the
-        // window is known to move, bound it too). The window the probe tested is this one,
-        // or the last one if a roll at the stated reset came before the probe's answer.
-        let first_sent = self
-            .sends
-            .first()
-            .or(self.previous_sends.first())
-            .map(|f| f.at);
-        let lag = early
-            .anchor
-            .or(first_sent)
-            .map(|anchor| ticket.sent.saturating_sub(anchor));
-        match (outcome, early.trickle) {
-            (Outcome::Answered, false) => {
-                if let Some(lag) = lag {
-                    self.lag.freed(lag);
-                }
-                if early.anchor.is_none() {
-                    self.phase.freed(early.latest, ticket.sent, now);
-                }
-                if let Some(first) = first_sent {
-                    self.window_freed_after(now.saturating_sub(first), stated_reset);
-                }
-                self.begun_by(now, ticket);
-                self.opened_early = true;
-                self.gate_until = self.gate_until.min(now);
-            }
-            (Outcome::Answered, true) => {
-                // More of the window has freed: what the answer states is news, not an
-                // upper bound on what we knew.
-                self.budget = None;
-                self.gate_until = self.gate_until.min(now);
-            }
-            (Outcome::Throttled, false) => {
-                if let Some(lag) = lag {
-                    self.lag.refused(lag);
-                }
-                if early.anchor.is_none() {
-                    self.phase.refused(early.latest, ticket.sent);
-                    if early.by_lag {
-                        self.lag_by = None;
-                    }
-                }
-            }
-            (Outcome::Throttled, true) => {
-                self.early_refused = true;
-                // The copy of the last window was refused before any roll said how the
-                // window frees: it does not free as the last window's requests age out (a
-                // sliding counter frees a little of every one at a time). Taken for a
-                // trickle at the next roll, the copy would be tried again at once, and
-                // refused again.
-                if self.refill == Refill::Unknown && !self.moving {
-                    self.refill = Refill::Stated;
-                }
-            }
-        }
-    }
-
-    /// Whether an early probe admitted with the answer `info` took a unit the window still
-    /// had, not one it freed: the answer states fewer left of the same quota than any answer
-    /// of the window before it (the converse of [`Left::rolled_by`]), so the server counted it
-    /// in that window. Answers come out of order, so a budget net of the requests in flight can fall
-    /// short of what the server has left by those it had already counted; the probe takes
-    /// such a unit before the window ends. Taken for the window freed, it would place the
-    /// phase (and bound the window by a lag) too early, and the next windows' probes would be
-    /// refused. A window that did free states more: a fixed one its whole quota but the probe,
-    /// a moving one as many as before (every unit of it spent, it freed the one the probe
-    /// took) or more.
-    fn took_a_unit_left(&self, info: &RateLimitInfo) -> bool {
-        match (self.least_left, Left::stated(info)) {
-            (Some(least), Some(left)) => {
-                least.same_quota(&left) && left.remaining < least.remaining
-            }
-            _ => false,
-        }
-    }
-
-    /// The last window had freed `lag` after its first request went, and the answer that
-    /// found it so states the next reset `stated_reset` from now: `lag_by` bounds the window
-    /// by it, unless it is under half that reset. A window that begins with its first request
-    /// lasts at least half what the new window's first answer states (rounded up by under a
-    /// second, for a window of a second or more); a shorter lag is a window on the clock that
-    /// our first request found late in its course, and the next one will not free that soon
-    /// after its first request.
-    fn window_freed_after(&mut self, lag: Duration, stated_reset: Option<Duration>) {
-        let bounds = stated_reset.is_none_or(|reset| lag.saturating_mul(2) >= reset);
-        if bounds {
-            self.lag_by = Some(self.lag_by.map_or(lag, |known| known.min(lag)));
-        }
-        tracing::trace!(
-            lag_ms = lag.as_millis() as u64,
-            reset_ms = stated_reset.map(|reset| reset.as_millis() as u64),
-            bounds,
-            "pacing: a window found freed"
-        );
-    }
-
-    /// A pause of `wait` from `now` on a stated quota: arms the early probe that may end it
-    /// sooner.
-    fn arm_early(&mut self, now: Duration, wait: Duration) {
-        self.early = None;
-        // A stated window already bounds the reset (it began by the time its first admitted
-        // request went); without one, only a probe can tell.
-        if !self.coarse || self.window.is_some() || self.early_refused {
-            return;
-        }
-        let mut latest = now.saturating_add(wait);
-        if let Some(reset_at) = self.reset_at.filter(|t| *t > now) {
-            latest = latest.min(reset_at);
-        }
-        // The n-th request of this window goes no sooner after its first than the n-th of the
-        // last window went after its first: the quota frees as they age out.
-        let trickle = self.mirrored().filter(|_| self.opened_early);
-        // A moving window frees one window after its first request went: the lag from it,
-        // not the phase of the stated reset (which follows our own sends, and drifts).
-        let anchor = match self.sends.first() {
-            Some(first) if self.moving && trickle.is_none() => Some(first.at),
-            _ => None,
-        };
-        let phased = self.phase.probe_at(latest);
-        // Far sooner by the lag: the phase has wrapped past a second.
-        let lagged = match (self.lag_by, self.sends.first()) {
-            (Some(lag), Some(first)) if trickle.is_none() && anchor.is_none() => {
-                Some(first.at.saturating_add(lag)).filter(|at| at.saturating_add(NARROW) < phased)
-            }
-            _ => None,
-        };
-        let at = match anchor {
-            Some(anchor) => {
-                anchor.saturating_add(self.lag.probe_after(latest.saturating_sub(anchor)))
-            }
-            None => trickle.or(lagged).unwrap_or(phased),
-        };
-        // The stated instant at the latest: the probe goes ahead of the jittered gate.
-        let at = at.min(latest);
-        tracing::trace!(
-            in_ms = at.saturating_sub(now).as_millis() as u64,
-            latest_ms = latest.saturating_sub(now).as_millis() as u64,
-            trickle = trickle.is_some(),
-            lagged = lagged.is_some(),
-            moving = anchor.is_some(),
-            "pacing: early probe armed"
-        );
-        self.early = Some(EarlyProbe {
-            at: at.max(now),
-            latest,
-            trickle: trickle.is_some(),
-            by_lag: lagged.is_some(),
-            anchor,
-        });
     }
 
     fn observe_stated(
@@ -1252,155 +924,6 @@ impl KeyQuota {
         self.gate_until.saturating_sub(now)
     }
 
-    /// Starts a new window: what was learned of the last one's end, its sends and its early
-    /// probe belong to it. The caller sets the new window's budget and reset.
-    fn begin_window(&mut self) {
-        self.epoch = self.epoch.wrapping_add(1);
-        self.epoch_first_answer = None;
-        self.least_left = None;
-        self.recount = false;
-        self.previous_sends = std::mem::take(&mut self.sends);
-        self.early = None;
-        self.opened_early = false;
-        self.early_refused = false;
-    }
-
-    /// The answer to `ticket` shows the server counted it in a later window than an answer
-    /// received before it went (see [`Left::rolled_by`]): starts that window, begun by this
-    /// request. An early probe's answer is [`early_seen`](Self::early_seen)'s; within a window
-    /// an early probe opened, the quota is known to free one request at a time.
-    fn rolled_under(
-        &mut self,
-        now: Duration,
-        ticket: &mut Ticket,
-        outcome: Outcome,
-        info: &RateLimitInfo,
-    ) {
-        let rolled = match (ticket.seen, Left::stated(info)) {
-            (Some(seen), Some(left)) => seen.rolled_by(&left),
-            _ => false,
-        };
-        if rolled
-            && outcome == Outcome::Answered
-            && ticket.epoch == self.epoch
-            && self.opened_early
-            && let (Some(seen), Some(left), Some(limit)) =
-                (ticket.seen, Left::stated(info), info.limit.or(self.limit))
-            && left.remaining > seen.remaining
-            && left.remaining.saturating_add(1) < limit
-            && self.paced_interval().is_none()
-        {
-            // More left than an answer before this request went, within a window an early
-            // probe opened, yet not the whole quota: slots free one by one. (A quota paced as
-            // it frees shows this at every unit: its pace already fits.)
-            tracing::trace!(
-                serial = ticket.serial,
-                seen = seen.remaining,
-                left = left.remaining,
-                "pacing: the window frees slot by slot (moving)"
-            );
-            self.moving = true;
-        }
-        if !rolled
-            || outcome != Outcome::Answered
-            || ticket.epoch != self.epoch
-            || self.opened_early
-        {
-            return;
-        }
-        if self.refill == Refill::Whole && !self.moving && self.window.is_some() {
-            // A stated fixed window rolled while ours was open: the server keeps its windows
-            // to a clock of its own (a window that begins with our first request, or a log
-            // that frees as our own requests age out, does not roll under our requests).
-            self.clock.confirm();
-        }
-        // Answers that came after this request went and stated fewer left than it had seen
-        // may be the new window's, taken for the old one's (answers come out of order): its
-        // count net of the requests in flight leaves them out. The next request then goes
-        // alone, and its answer counts again. (A server whose count never moves shows none.)
-        let recount = match (self.least_left, ticket.seen) {
-            (Some(least), Some(seen)) => least.remaining < seen.remaining,
-            _ => false,
-        };
-        self.begun_by(now, ticket);
-        if recount {
-            tracing::trace!(
-                serial = ticket.serial,
-                "pacing: answers of the new window may have come first; the next goes alone"
-            );
-            self.recount = true;
-            self.probe_next = true;
-        }
-    }
-
-    /// Starts a window begun by `ticket`'s request, answered at `now`: its answer is the new
-    /// window's first news. What the older answers said of the last window's end and budget
-    /// is theirs.
-    fn begun_by(&mut self, now: Duration, ticket: &mut Ticket) {
-        self.sends.retain(|sent| sent.serial != ticket.serial);
-        self.clock.begun_elsewhere();
-        self.begin_window();
-        self.sends.push(Sent {
-            serial: ticket.serial,
-            at: ticket.sent,
-            due: ticket.sent,
-            answered: now,
-            alone: true,
-        });
-        self.reset_at = None;
-        self.budget = None;
-        ticket.epoch = self.epoch;
-    }
-
-    /// When the known window has ended, starts the next one with the full stated quota.
-    fn roll(&mut self, now: Duration) {
-        let Some(reset_at) = self.reset_at else {
-            return;
-        };
-        if reset_at > now {
-            return;
-        }
-        // Requests still on their way that went close enough to the window's end (the
-        // longest round trip lately, and the grain of a rounded-up reset) may reach the server
-        // after it rolled and be counted in the new window: they are taken off until its
-        // first answer states its count.
-        let slack = if self.coarse { GRAIN } else { Duration::ZERO };
-        let cutoff = reset_at.saturating_sub(slack + self.longest_trip);
-        let straddling = self.out.iter().filter(|(_, sent)| *sent >= cutoff).count() as u64;
-        self.clock.rolled(reset_at, now, self.window);
-        self.begin_window();
-        self.budget = match self.paced_interval() {
-            // A paced quota comes back a unit at a time, not whole: its pace says when the
-            // next request goes, and that request's answer what else is left.
-            Some(_) => Some(0),
-            None => self.limit.map(|limit| limit.saturating_sub(straddling)),
-        };
-        self.straddled = straddling;
-        // Whether the window came back whole is for its first answer to say: a moving window
-        // whose requests all went at once looks whole once, and trickles the next time.
-        self.probe_next = true;
-        self.budget_guessed = true;
-        self.reset_at = match (self.limit, self.window) {
-            (Some(_), Some(window)) if !window.is_zero() => {
-                // Skip whole windows that passed while nobody asked. A reset stated in whole
-                // seconds is rounded up: the window may have ended up to a grain before
-                // `reset_at`, and the next one may then have ended too by `now` (counted
-                // from `reset_at` alone, a request a few ms after the true end of that next
-                // window would be put in a fresh one, and refused).
-                let slack = if self.coarse { GRAIN } else { Duration::ZERO };
-                let earliest = reset_at.saturating_sub(slack);
-                let projected = end_of_window_holding(now, reset_at, earliest, window);
-                if self.coarse {
-                    // The window holding `now` ends within a window from now.
-                    Some(projected.min(now.saturating_add(window)))
-                } else {
-                    Some(projected)
-                }
-            }
-            _ => None,
-        };
-    }
-
     /// What this key's quota is known to be at `now`, for the other processes: what is left
     /// of the current window (net of our own requests) until its end, and the quota per
     /// window the server states.
@@ -1458,6 +981,7 @@ impl KeyQuota {
 }
 
 mod clock;
+mod early;
 mod fleet;
 mod phase;
 mod rate;
@@ -1467,3 +991,4 @@ mod silent_rate;
 mod snapshot;
 #[cfg(test)]
 mod tests;
+mod window;
