@@ -705,3 +705,107 @@ async fn a_sliding_log_stating_its_oldest_slot_over_sixty_windows() {
     })
     .await;
 }
+
+/// Across a far network (0.2-50 ms each way).
+fn far(api: RateLimitedApi) -> RateLimitedApi {
+    api.latency(Duration::from_micros(200), Duration::from_millis(50))
+}
+
+/// The other stated shapes across a far network (0.2-50 ms each way), held to the bars of their
+/// near sweeps: fixed windows on the clock in the dialects without a stated window
+/// (`X-RateLimit-*`, whose resets are Unix seconds; draft-06 states its window), a token bucket.
+/// Measured in seven sweeps at f4cff96 (release): `X-RateLimit-*` fixed windows at most 2 × 429,
+/// 0.98-1.01 × the minimum; draft-06 none, 0.99-1.01 ×; the bucket 1, 1.03-1.06 ×; none in the
+/// second half. The shapes that follow the client's sends fail there, and a sliding window counter
+/// now and then by a little; both are kept in
+/// `known_failure_windows_that_follow_the_client_across_a_far_network`.
+#[tokio::test(start_paused = true)]
+async fn stated_shapes_across_a_far_network() {
+    long_job(
+        "X-RateLimit fixed window, 20 per 2 s, 0.2-50 ms each way",
+        windows_minimum(LONG, 20, TWO_SECONDS),
+        3,
+        0,
+        1.05,
+    )
+    .sweep(|| far(RateLimitedApi::global(20, TWO_SECONDS)).dialect(HeaderDialect::XRateLimit))
+    .await;
+    let second = Duration::from_secs(1);
+    long_job(
+        "X-RateLimit fixed window, 20 per 1 s, 0.2-50 ms each way",
+        windows_minimum(LONG, 20, second),
+        3,
+        0,
+        1.05,
+    )
+    .sweep(|| far(RateLimitedApi::global(20, second)).dialect(HeaderDialect::XRateLimit))
+    .await;
+    long_job(
+        "draft-06 fixed window, 20 per 2 s, 0.2-50 ms each way",
+        windows_minimum(LONG, 20, TWO_SECONDS),
+        3,
+        0,
+        1.05,
+    )
+    .sweep(|| far(RateLimitedApi::global(20, TWO_SECONDS)).dialect(HeaderDialect::Draft06))
+    .await;
+    let rate = Rate::per_second(nonzero(10)).with_burst(nonzero(20));
+    long_job(
+        "IETF token bucket, 10 per s, burst 20, 0.2-50 ms each way",
+        rate_minimum(LONG, 10, 20),
+        8,
+        1,
+        1.08,
+    )
+    .sweep(|| far(api_of(TokenBucket::new(rate).with_clock(TokioClock::new()))))
+    .await;
+}
+
+/// A known failure (issue 17), ignored, held to the bars so that a fix shows here: windows that
+/// follow the client's own sends, across a far network (0.2-50 ms each way). Measured in six
+/// sweeps at f4cff96 (release, 16 phases): an IETF sliding log of 20 per 2 s 1.16-1.19 × the
+/// minimum, 2-5 × 429 (up to 3 in the second half); the same stating `X-RateLimit-*`
+/// 1.06-1.16 ×, 5 × 429; a window from the client's first request stating `X-RateLimit-*`
+/// (Unix-second resets, no stated window) 1.03-1.44 ×, 3 × 429: at its worst phase a probe timed
+/// by the window's measured lag was refused (that lag, the least of those measured, was short by
+/// the spread of the requests' ways there), the lag was dropped, and each window then waited for
+/// the reset rounded up, a second late, every window. A sliding window counter stated as
+/// Flask-Limiter states it (17 per 2 s), 1 × 429 at 1.00-1.04 × in six sweeps, 1.055 × at one phase
+/// of a seventh. Raising the lag past the refused one
+/// instead (by the longest round trip) took that case to 1.03-1.04 × but cost windows on the
+/// clock a 429 more each at 0.2-3 ms, and was not kept. Run it with
+/// `cargo test --features mock --test pacing known_failure_windows_that_follow -- --include-ignored --nocapture`.
+#[tokio::test(start_paused = true)]
+#[ignore = "known failure (issue 17): see the doc comment for what it measures"]
+async fn known_failure_windows_that_follow_the_client_across_a_far_network() {
+    long_job(
+        "X-RateLimit window from the first request, 20 per 2 s, 0.2-50 ms each way",
+        windows_minimum(LONG, 20, TWO_SECONDS),
+        3,
+        0,
+        1.05,
+    )
+    .sweep(|| far(from_first_request(20, TWO_SECONDS)).dialect(HeaderDialect::XRateLimit))
+    .await;
+    long_job(
+        "X-RateLimit sliding window counter, 17 per 2 s, 0.2-50 ms each way",
+        windows_minimum(LONG, 17, TWO_SECONDS),
+        3,
+        0,
+        1.05,
+    )
+    .sweep(|| far(stated_like_flask_limiter(17, TWO_SECONDS)))
+    .await;
+    long_job(
+        "IETF sliding log, 20 per 2 s, 0.2-50 ms each way",
+        windows_minimum(LONG, 20, TWO_SECONDS),
+        8,
+        4,
+        1.06,
+    )
+    .sweep(|| {
+        let log = SlidingWindowLog::new(20, TWO_SECONDS).expect("valid");
+        far(api_of(log.with_clock(TokioClock::new())))
+    })
+    .await;
+}
