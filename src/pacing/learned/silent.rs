@@ -499,11 +499,10 @@ impl Silence {
     /// three or more, and the refusals since the first bound one rate: the first was a
     /// bucket's burst, and what comes back comes at a rate. (A sliding counter on the clock,
     /// whose later windows admit less than its first too, refuses in spans that bound no one
-    /// rate.) The
-    /// key is handed over to the `silent_rate` model, which paces at that rate; returns the
-    /// pause it asks. (A bucket that holds one or two requests is left to the windows of one
-    /// request: the settling below its rate fills it at once, and wastes what would tell the
-    /// rate.)
+    /// rate.) The key is handed over to the `silent_rate` model, which paces at that rate;
+    /// returns the pause it asks. (A bucket that holds one or two requests is left to the
+    /// windows of one request: the settling below its rate fills it at once, and wastes what
+    /// would tell the rate.)
     fn hand_over(&mut self, now: Duration, ticket: Ticket) -> Option<Duration> {
         if self.bucket != Bucket::Possible || self.first_measured < 3 || self.window.is_none() {
             return None;
