@@ -122,7 +122,7 @@ use self::phase::{ResetPhase, WindowLag};
 pub(crate) use self::side::Demand;
 use self::side::SideQuotas;
 use self::silent::{Learned, Silence, SilentAdmission};
-use self::window::{Left, Refill, end_of_window_holding, tightest_reset};
+use self::window::{Left, Refill, tightest_reset};
 use super::shared::SharedFacts;
 use crate::headers::RateLimitInfo;
 

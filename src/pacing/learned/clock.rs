@@ -29,15 +29,24 @@
 
 use std::time::Duration;
 
+/// What the answers have shown of the server's windows.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+enum Shown {
+    /// Nothing yet: each window keeps its own bound.
+    #[default]
+    Nothing,
+    /// The windows keep a clock of their own: one rolled while ours was open.
+    Kept,
+    /// The windows do not keep to a clock: the first request of a window begun at a carried
+    /// end was refused. Final.
+    Refuted,
+}
+
 /// Whether the windows keep to the clock, as far as the answers have shown, and the end the
 /// last window's carries to the one our roll began.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(super) struct ClockEdges {
-    /// The windows keep to a clock: one rolled while ours was open.
-    confirmed: bool,
-    /// The windows do not keep to the clock: the first request of a window begun at a
-    /// carried bound was refused.
-    refuted: bool,
+    shown: Shown,
     /// The end the last window's carries to the window our roll began.
     next: Option<Duration>,
     /// The current window's end is the carried one, earlier than the window's own.
@@ -69,7 +78,7 @@ impl ClockEdges {
     /// 1 s on a window that ended at 0.149 s, rolled at 1.193 s, is in the window that ends
     /// at 2.149 s, not by 2 s.
     pub(super) fn rolled(&mut self, ended: Duration, now: Duration, window: Option<Duration>) {
-        self.testing = self.carried && !self.refuted;
+        self.testing = self.carried && self.shown == Shown::Kept;
         self.carried = false;
         self.next = window
             .filter(|window| now.saturating_sub(ended) <= prompt(*window))
@@ -83,7 +92,7 @@ impl ClockEdges {
     /// before `now`.
     pub(super) fn end(&mut self, own: Duration, whole: bool, now: Duration) -> Duration {
         let end = match self.next {
-            Some(carried) if whole && self.confirmed && !self.refuted && carried < own => carried,
+            Some(carried) if whole && self.shown == Shown::Kept && carried < own => carried,
             _ => own,
         };
         self.carried = end.saturating_add(SAME) < own && end > now;
@@ -94,10 +103,10 @@ impl ClockEdges {
     /// server's windows keep a clock of their own, and their ends carry from now on (unless
     /// the windows were shown not to).
     pub(super) fn confirm(&mut self) {
-        if !self.confirmed && !self.refuted {
+        if self.shown == Shown::Nothing {
             tracing::debug!("pacing: the stated window keeps to a clock");
+            self.shown = Shown::Kept;
         }
-        self.confirmed = true;
     }
 
     /// The current window's end came from its own answers.
@@ -119,7 +128,7 @@ impl ClockEdges {
     pub(super) fn first_answer(&mut self, refused: bool) {
         if self.testing && refused {
             tracing::debug!("pacing: the stated window does not keep to the clock");
-            self.refuted = true;
+            self.shown = Shown::Refuted;
             self.carried = false;
         }
         self.testing = false;
@@ -128,7 +137,7 @@ impl ClockEdges {
     /// Whether the windows have been shown not to keep to the clock.
     #[cfg(test)]
     pub(super) fn is_refuted(&self) -> bool {
-        self.refuted
+        self.shown == Shown::Refuted
     }
 }
 

@@ -147,7 +147,7 @@ impl KeyQuota {
     /// refused. A window that did free states more: a fixed one its whole quota but the probe,
     /// a moving one as many as before (every unit of it spent, it freed the one the probe
     /// took) or more.
-    pub(super) fn took_a_unit_left(&self, info: &RateLimitInfo) -> bool {
+    fn took_a_unit_left(&self, info: &RateLimitInfo) -> bool {
         match (self.least_left, Left::stated(info)) {
             (Some(least), Some(left)) => {
                 least.same_quota(&left) && left.remaining < least.remaining

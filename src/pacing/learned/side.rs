@@ -26,7 +26,7 @@
 use std::collections::VecDeque;
 use std::time::Duration;
 
-use super::{end_of_window_holding, tightest_reset};
+use super::window::{end_of_window_holding, tightest_reset};
 use crate::headers::{QuotaPolicy, QuotaUnit, RateLimitInfo};
 
 /// What one request asks of the quotas.

@@ -140,7 +140,7 @@ impl KeyQuota {
 
     /// Starts a new window: what was learned of the last one's end, its sends and its early
     /// probe belong to it. The caller sets the new window's budget and reset.
-    pub(super) fn begin_window(&mut self) {
+    fn begin_window(&mut self) {
         self.epoch = self.epoch.wrapping_add(1);
         self.epoch_first_answer = None;
         self.least_left = None;
