@@ -65,7 +65,8 @@ impl Job {
     }
 
     /// Runs the job against a fresh `api()` from each phase; panics on the first run over a
-    /// bar, with its timeline; prints the spread.
+    /// bar, with its timeline; prints the spread. With `NO_BARS` set in the environment, it
+    /// only prints the spread (what a known failure, or an older commit, measures).
     pub(crate) async fn sweep(&self, api: impl Fn() -> RateLimitedApi) {
         let phases =
             (0..self.phases).map(|phase| Duration::from_millis(1000 * phase / self.phases));
@@ -96,7 +97,9 @@ impl Job {
             {
                 println!("{} @ {phase:?}: {}", self.name, run.timeline());
             }
-            if let Err(failure) = self.check(&run) {
+            if let Err(failure) = self.check(&run)
+                && std::env::var("NO_BARS").is_err()
+            {
                 panic!(
                     "{}, starting {phase:?} into a second: {failure}\n\
                      arrivals (ms, x = 429): {}",
@@ -224,11 +227,12 @@ async fn x_ratelimit_started_just_before_a_whole_second() {
 /// requests from 30 tasks, 0.2 ms up to 3, 20 and 50 ms each way, from 16 start phases. A
 /// window's end is bounded by its first answer plus the window, late by that answer's way back;
 /// taken afresh each window, the client's windows fell later into the server's by a round trip
-/// and the gate's jitter a window, until a burst crossed the server's roll. Three runs with the
-/// bars lifted, side by side: at f2c42a7, 6-7 × 429 (0-7 in the second half) at 0.2-3 ms, 13-15
-/// (6-14) at 0.2-20 ms, 20-29 (12-23) at 0.2-50 ms, 1.02-1.09 × the minimum; with the `clock`
-/// module of the learner (the first crossing shows the clock, and ends carry from then on) and
-/// the recount after it, 0-1 × 429, none in the second half, 1.00-1.04 ×.
+/// and the gate's jitter a window, until a burst crossed the server's roll. Six runs with the
+/// bars lifted (`NO_BARS=1`) and the src/ of f2c42a7: 2-7 × 429 (0-7 in the second half) at
+/// 0.2-3 ms, 8-18 (6-15) at 0.2-20 ms, 19-29 (12-23) at 0.2-50 ms, 1.02-1.09 × the minimum;
+/// with the `clock` module of the learner (the first crossing shows the clock, and ends carry
+/// from then on) and the recount after it, three runs: 0-1 × 429, none in the second half,
+/// 1.00-1.04 ×.
 #[tokio::test(start_paused = true)]
 async fn a_stated_window_on_the_clock_keeps_to_it_across_a_far_network() {
     for (far, name) in [
@@ -762,10 +766,10 @@ async fn stated_shapes_across_a_far_network() {
 }
 
 /// A known failure (issue 17), ignored, held to the bars so that a fix shows here: windows that
-/// follow the client's own sends, across a far network (0.2-50 ms each way). Measured in six
-/// sweeps at f4cff96 (release, 16 phases): an IETF sliding log of 20 per 2 s 1.16-1.19 × the
-/// minimum, 2-5 × 429 (up to 3 in the second half); the same stating `X-RateLimit-*`
-/// 1.06-1.16 ×, 5 × 429; a window from the client's first request stating `X-RateLimit-*`
+/// follow the client's own sends, across a far network (0.2-50 ms each way). Measured with
+/// `NO_BARS=1` (below) at f4cff96 and after (release, 16 phases): an IETF sliding log of 20 per
+/// 2 s 1.16-1.22 × the minimum, 2-5 × 429 (up to 3 in the second half); the same stating
+/// `X-RateLimit-*` 1.06-1.16 ×, 5 × 429; a window from the client's first request stating `X-RateLimit-*`
 /// (Unix-second resets, no stated window) 1.03-1.44 ×, 3 × 429: at its worst phase a probe timed
 /// by the window's measured lag was refused (that lag, the least of those measured, was short by
 /// the spread of the requests' ways there), the lag was dropped, and each window then waited for
@@ -773,8 +777,9 @@ async fn stated_shapes_across_a_far_network() {
 /// Flask-Limiter states it (17 per 2 s), 1 × 429 at 1.00-1.04 × in six sweeps, 1.055 × at one phase
 /// of a seventh. Raising the lag past the refused one
 /// instead (by the longest round trip) took that case to 1.03-1.04 × but cost windows on the
-/// clock a 429 more each at 0.2-3 ms, and was not kept. Run it with
-/// `cargo test --features mock --test pacing known_failure_windows_that_follow -- --include-ignored --nocapture`.
+/// clock a 429 more each at 0.2-3 ms, and was not kept. Ignored because it fails today (CI
+/// would); its bars are the issue's, kept for the fix. Measure it with
+/// `NO_BARS=1 cargo test --release --features mock --test pacing known_failure_windows_that_follow -- --include-ignored --nocapture`.
 #[tokio::test(start_paused = true)]
 #[ignore = "known failure (issue 17): see the doc comment for what it measures"]
 async fn known_failure_windows_that_follow_the_client_across_a_far_network() {
@@ -806,6 +811,18 @@ async fn known_failure_windows_that_follow_the_client_across_a_far_network() {
     .sweep(|| {
         let log = SlidingWindowLog::new(20, TWO_SECONDS).expect("valid");
         far(api_of(log.with_clock(TokioClock::new())))
+    })
+    .await;
+    long_job(
+        "X-RateLimit sliding log, 20 per 2 s, 0.2-50 ms each way",
+        windows_minimum(LONG, 20, TWO_SECONDS),
+        8,
+        4,
+        1.05,
+    )
+    .sweep(|| {
+        let log = SlidingWindowLog::new(20, TWO_SECONDS).expect("valid");
+        far(api_of(log.with_clock(TokioClock::new()))).dialect(HeaderDialect::XRateLimit)
     })
     .await;
 }
