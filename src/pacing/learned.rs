@@ -99,11 +99,13 @@
 //!
 //! # Where each part lives
 //!
-//! This file holds the key's state, the reservation (`reserve_governing`) and the reading of
-//! each answer (`observe`, `observe_stated`); each shape's evidence has its own file:
+//! This file holds the key's state, the reservation (`reserve_governing`), the reading of
+//! each answer (`observe`, which hands a stated quota to `observe_stated`) and the budget an
+//! answer leaves (`take_remaining`); each shape's evidence has its own file:
 //!
-//! - `window`: a stated window's rolls (ours, and the server's found under our requests) and
-//!   how it refills (whole, or slot by slot);
+//! - `window`: a stated window's rolls (ours, and the server's found under our requests), how
+//!   it refills (whole, or slot by slot: told by the first answer after our roll), and where
+//!   the window holding an answer ends (`bound_end`);
 //! - `clock`: whether a stated window keeps a clock of its own, and the end carried from one
 //!   window to the next once it does;
 //! - `early` and `phase`: early probes of a reset stated in whole seconds, and where in that
@@ -122,7 +124,7 @@ use self::phase::{ResetPhase, WindowLag};
 pub(crate) use self::side::Demand;
 use self::side::SideQuotas;
 use self::silent::{Learned, Silence, SilentAdmission};
-use self::window::{Left, Refill, tightest_reset};
+use self::window::{Left, Refill};
 use super::shared::SharedFacts;
 use crate::headers::RateLimitInfo;
 
@@ -670,20 +672,7 @@ impl KeyQuota {
         }
         let mut pause = None;
         if outcome == Outcome::Throttled {
-            if self.refill == Refill::Trickle {
-                self.refill = Refill::Stated;
-            }
-            pause = info.server_wait().or(info.reset);
-            if self.answers_early
-                && let (Some(wait), Some(reset)) = (pause, info.reset)
-            {
-                // Our own probe of the reset, refused: the reset it states is when the quota
-                // frees, and a `Retry-After` beside it is that reset rounded up (never 0).
-                pause = Some(wait.min(reset));
-            }
-            // What is left after the pause is not known unless stated: one request finds out
-            // before the others go.
-            self.probe_next = info.remaining.is_none() && info.limit.is_none();
+            pause = self.refused_stated(info);
         }
         // A response from a window that has ended speaks of a quota that is gone.
         self.fresh = epoch == self.epoch;
@@ -693,84 +682,20 @@ impl KeyQuota {
                 *first = (*first).min(now);
             }
             if let Some(left) = Left::stated(info) {
-                self.least_left = match self.least_left {
-                    Some(least)
-                        if least.limit == left.limit
-                            && least.window == left.window
-                            && least.remaining <= left.remaining =>
-                    {
-                        Some(least)
+                self.least_left = Some(match self.least_left {
+                    Some(least) if least.same_quota(&left) && least.remaining <= left.remaining => {
+                        least
                     }
-                    _ => Some(left),
-                };
+                    _ => left,
+                });
             }
             if self.budget_guessed {
                 self.clock.first_answer(outcome == Outcome::Throttled);
             }
-            if self.budget_guessed
-                && outcome == Outcome::Answered
-                && let (Some(limit), Some(remaining)) = (self.limit, info.remaining)
-            {
-                // The first answer of a window we rolled: more counted in it than went since
-                // (and near the end of the last) means the last window's requests still count.
-                let ours = (self.sends.len() as u64).saturating_add(self.straddled);
-                self.refill = if self.refill == Refill::Stated {
-                    Refill::Stated
-                } else if limit.saturating_sub(remaining) > ours {
-                    Refill::Trickle
-                } else {
-                    Refill::Whole
-                };
-                if self.refill == Refill::Whole
-                    && self.coarse
-                    && self.window.is_none()
-                    && !self.moving
-                    && let Some(first) = self.previous_sends.first()
-                {
-                    // The last window had freed by now, this long after its first request
-                    // went: a bound on a window that begins with its first request, finer
-                    // than the phase of a reset rounded up past a second (such a window,
-                    // begun just past a whole second, is stated to end nearly two later).
-                    self.window_freed_after(now.saturating_sub(first.at), info.reset);
-                }
+            if self.budget_guessed && outcome == Outcome::Answered {
+                self.first_answer_of_roll(now, info);
             }
-            // A trickling window's answers state when its next slot frees, not when it ends:
-            // the window ends one window after its first request, as projected at its roll.
-            let next_slot_only =
-                self.refill == Refill::Trickle && self.reset_at.is_some_and(|t| t > now);
-            if let Some(reset) = info
-                .reset
-                .filter(|_| self.moving && info.remaining == Some(0))
-            {
-                // A moving window spent: the reset is when its oldest slot frees (rounded up).
-                // What earlier answers bounded was the last window's slots.
-                self.reset_at = Some(self.moving_end(now.saturating_add(reset)));
-            } else if let Some(reset) = info.reset.filter(|_| !next_slot_only) {
-                // Servers round resets up to whole seconds, so each response bounds the true
-                // reset from above: the earliest bound of the window is the tightest.
-                let mut stated = now.saturating_add(reset);
-                // The window began by the time its first admitted request was answered.
-                if let (Some(first), Some(window)) = (self.epoch_first_answer, self.window) {
-                    stated = stated.min(first.saturating_add(window)).max(now);
-                }
-                let end = if self.budget_guessed {
-                    // The first answer after our roll: the end it bounds is late by the first
-                    // request's way back, and the end the roll projected (the last window's
-                    // plus the window) holds for windows on the clock, so the earlier rules.
-                    // A window that begins with its first request (express-rate-limit's) began
-                    // with this one: once a window begun at a projection earlier than its own
-                    // bound refuses its first request, the answer's bound rules (`clock`).
-                    let whole = self.refill == Refill::Whole && !self.moving;
-                    self.clock.end(stated, whole, now)
-                } else {
-                    let end = tightest_reset(self.reset_at, stated, now);
-                    if Some(end) != self.reset_at {
-                        self.clock.own_end();
-                    }
-                    end
-                };
-                self.reset_at = Some(self.moving_end(end));
-            }
+            self.bound_end(now, info);
             // (A moving window's budget is its answers' own: spent is spent.)
             let trickles =
                 self.refill == Refill::Trickle && !self.moving && self.mirrored().is_some();
@@ -780,35 +705,7 @@ impl KeyQuota {
                 pause = self.reset_at.map(|at| at.saturating_sub(now));
             }
             if let Some(remaining) = info.remaining {
-                self.budget = Some(match self.budget {
-                    // A trickling window frees slots between answers: each says what is left
-                    // (and a paced quota's units); answers come out of order.
-                    _ if self.moving || paced => remaining
-                        .saturating_sub(self.in_flight())
-                        .saturating_sub(self.answered_while_out(ticket)),
-                    _ if self.refill == Refill::Trickle => {
-                        remaining.saturating_sub(self.in_flight())
-                    }
-                    // The request that went alone after a window an answer began: what it
-                    // states counts every request of the window that reached the server before
-                    // it, less those still out.
-                    Some(budget) if self.recount => {
-                        self.recount = false;
-                        budget.min(remaining.saturating_sub(self.in_flight()))
-                    }
-                    // Our own reservations are already taken off; others may have spent more.
-                    Some(budget) if !self.budget_guessed => budget.min(remaining),
-                    // First news of a window we rolled: the requests still in flight may not
-                    // be counted yet. Nor may it raise what the roll left: the requests that
-                    // went near the last window's end and were answered before this one may
-                    // have been counted in this window after it (the server answers out of
-                    // order), and the roll took them off.
-                    Some(guessed) => guessed.min(remaining.saturating_sub(self.in_flight())),
-                    // First news of the window (one begun by an answer): the requests still in
-                    // flight may not be counted yet.
-                    None => remaining.saturating_sub(self.in_flight()),
-                });
-                self.budget_guessed = false;
+                self.take_remaining(ticket, remaining, paced);
             }
         }
         let pause = pause.filter(|wait| !wait.is_zero());
@@ -822,6 +719,60 @@ impl KeyQuota {
             self.early = None;
         }
         pause
+    }
+
+    /// A refusal that states the quota: the pause it asks (its `Retry-After`, or its reset).
+    /// A sliding log that refuses a request sent at the pace of the last window frees some
+    /// other way, and its stated reset rules from then on.
+    fn refused_stated(&mut self, info: &RateLimitInfo) -> Option<Duration> {
+        if self.refill == Refill::Trickle {
+            self.refill = Refill::Stated;
+        }
+        let mut pause = info.server_wait().or(info.reset);
+        if self.answers_early
+            && let (Some(wait), Some(reset)) = (pause, info.reset)
+        {
+            // Our own probe of the reset, refused: the reset it states is when the quota
+            // frees, and a `Retry-After` beside it is that reset rounded up (never 0).
+            pause = Some(wait.min(reset));
+        }
+        // What is left after the pause is not known unless stated: one request finds out
+        // before the others go.
+        self.probe_next = info.remaining.is_none() && info.limit.is_none();
+        pause
+    }
+
+    /// What an answer of the current window states is left becomes the budget: net of the
+    /// requests still on their way, and never above what the budget already holds when that
+    /// was taken from an answer.
+    fn take_remaining(&mut self, ticket: Ticket, remaining: u64, paced: bool) {
+        self.budget = Some(match self.budget {
+            // A trickling window frees slots between answers: each says what is left
+            // (and a paced quota's units); answers come out of order.
+            _ if self.moving || paced => remaining
+                .saturating_sub(self.in_flight())
+                .saturating_sub(self.answered_while_out(ticket)),
+            _ if self.refill == Refill::Trickle => remaining.saturating_sub(self.in_flight()),
+            // The request that went alone after a window an answer began: what it
+            // states counts every request of the window that reached the server before
+            // it, less those still out.
+            Some(budget) if self.recount => {
+                self.recount = false;
+                budget.min(remaining.saturating_sub(self.in_flight()))
+            }
+            // Our own reservations are already taken off; others may have spent more.
+            Some(budget) if !self.budget_guessed => budget.min(remaining),
+            // First news of a window we rolled: the requests still in flight may not
+            // be counted yet. Nor may it raise what the roll left: the requests that
+            // went near the last window's end and were answered before this one may
+            // have been counted in this window after it (the server answers out of
+            // order), and the roll took them off.
+            Some(guessed) => guessed.min(remaining.saturating_sub(self.in_flight())),
+            // First news of the window (one begun by an answer): the requests still in
+            // flight may not be counted yet.
+            None => remaining.saturating_sub(self.in_flight()),
+        });
+        self.budget_guessed = false;
     }
 
     /// A response that stated nothing: a bare throttle pauses the key and starts probing; an

@@ -286,4 +286,76 @@ impl KeyQuota {
             _ => None,
         };
     }
+
+    /// Where the window holding an answer ends, from the reset it states: the earliest bound
+    /// of the window is the tightest, a moving window's spent reset is its oldest slot's, and
+    /// the first answer after our own roll is weighed against the end the roll projected
+    /// (the `clock` module).
+    pub(super) fn bound_end(&mut self, now: Duration, info: &RateLimitInfo) {
+        // A trickling window's answers state when its next slot frees, not when it ends:
+        // the window ends one window after its first request, as projected at its roll.
+        let next_slot_only =
+            self.refill == Refill::Trickle && self.reset_at.is_some_and(|t| t > now);
+        if let Some(reset) = info
+            .reset
+            .filter(|_| self.moving && info.remaining == Some(0))
+        {
+            // A moving window spent: the reset is when its oldest slot frees (rounded up).
+            // What earlier answers bounded was the last window's slots.
+            self.reset_at = Some(self.moving_end(now.saturating_add(reset)));
+        } else if let Some(reset) = info.reset.filter(|_| !next_slot_only) {
+            // Servers round resets up to whole seconds, so each response bounds the true
+            // reset from above: the earliest bound of the window is the tightest.
+            let mut stated = now.saturating_add(reset);
+            // The window began by the time its first admitted request was answered.
+            if let (Some(first), Some(window)) = (self.epoch_first_answer, self.window) {
+                stated = stated.min(first.saturating_add(window)).max(now);
+            }
+            let end = if self.budget_guessed {
+                // The first answer after our roll: the end it bounds is late by the first
+                // request's way back, and the end the roll projected (the last window's
+                // plus the window) holds for windows on the clock, so the earlier rules.
+                // A window that begins with its first request (express-rate-limit's) began
+                // with this one: once a window begun at a projection earlier than its own
+                // bound refuses its first request, the answer's bound rules (`clock`).
+                let whole = self.refill == Refill::Whole && !self.moving;
+                self.clock.end(stated, whole, now)
+            } else {
+                let end = tightest_reset(self.reset_at, stated, now);
+                if Some(end) != self.reset_at {
+                    self.clock.own_end();
+                }
+                end
+            };
+            self.reset_at = Some(self.moving_end(end));
+        }
+    }
+
+    /// The first answer of a window we rolled: more counted in it than went since (and near
+    /// the end of the last) means the last window's requests still count (a sliding log).
+    pub(super) fn first_answer_of_roll(&mut self, now: Duration, info: &RateLimitInfo) {
+        let (Some(limit), Some(remaining)) = (self.limit, info.remaining) else {
+            return;
+        };
+        let ours = (self.sends.len() as u64).saturating_add(self.straddled);
+        self.refill = if self.refill == Refill::Stated {
+            Refill::Stated
+        } else if limit.saturating_sub(remaining) > ours {
+            Refill::Trickle
+        } else {
+            Refill::Whole
+        };
+        if self.refill == Refill::Whole
+            && self.coarse
+            && self.window.is_none()
+            && !self.moving
+            && let Some(first) = self.previous_sends.first()
+        {
+            // The last window had freed by now, this long after its first request went: a
+            // bound on a window that begins with its first request, finer than the phase of a
+            // reset rounded up past a second (such a window, begun just past a whole second,
+            // is stated to end nearly two later).
+            self.window_freed_after(now.saturating_sub(first.at), info.reset);
+        }
+    }
 }
