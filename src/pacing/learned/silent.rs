@@ -285,36 +285,17 @@ impl Silence {
     }
 
     /// How far into a window its successor's first request goes: the window, or the midpoint
-    /// between the two bounds while they are further apart than [`Silence::precision`]. Each
+    /// between the two bounds while they are more than a sixteenth (and 2 ms) apart. Each
     /// midpoint tried costs at most one 429 (four of them halve a gap of the whole window to a
     /// sixteenth); the window kept is then at most 6% too long. (A thirty-second was tried: one
     /// 429 more in most 120-request jobs against a silent fixed window, 15-16 where the sweep
     /// allows 14, for at most 3% of the time.)
-    /// How close the two bounds on the window come before the midpoints stop: a sixteenth
-    /// (and 2 ms), or, for windows of one request (a rate's interval: nginx's `limit_req` with
-    /// no burst), a thirty-second (and 1 ms). There every request pays the window kept, and a
-    /// midpoint tried costs one request's 429, not a window's: against nginx at 20 r/s the
-    /// sixteenth kept 52-53 ms for its 50 ms (1.07 × the quota's minimum, 4 × 429), the
-    /// thirty-second 1.044 × (5 × 429). Only while the server may be a bucket: not after a
-    /// hand-back (a limiter that counts refused requests too, whose block each midpoint refused
-    /// extends: a bucket of 10 a second that counts them drew 17 refusals in a minute at the
-    /// thirty-second, 12 at the sixteenth), nor for refusals that bound no one rate (a counter
-    /// like HAProxy's behind a `Retry-After: 1` drew 43-45 × 429 in the grid, 38 at the
-    /// sixteenth).
-    fn precision(&self, window: Duration) -> Duration {
-        if self.floor <= 1 && self.bucket == Bucket::Possible {
-            (window / 32).max(Duration::from_millis(1))
-        } else {
-            (window / 16).max(Duration::from_millis(2))
-        }
-    }
-
     fn next_try(&self, window: Duration) -> Duration {
         if self.midpoint_refused {
             return window;
         }
         let gap = window.saturating_sub(self.too_short);
-        if gap > self.precision(window) {
+        if gap > (window / 16).max(Duration::from_millis(2)) {
             self.too_short + gap / 2
         } else {
             window
