@@ -585,6 +585,13 @@ async fn shapes_and_parameters_named_nowhere_else() {
 /// - A fixed window of 10 per 1 s behind a static `Retry-After: 1`: 14-18 × 429, 1.04-1.12 ×
 ///   in 11 sweeps, then 1.335 × at one phase in a CI run (a heavy tail: the pauses it asks are
 ///   as long as the window).
+/// - A window from the client's first request of 15 per 1.5 s in IETF headers: 0 × 429, 1.35 ×
+///   (the mock states `w=2`, rounded up, as express-rate-limit's draft-8 headers do; real
+///   express-rate-limit at these parameters took 1.349 ×, BENCHMARKS "parameters named
+///   nowhere"). Early probes of a reset stated in whole seconds are off when a window is
+///   stated.
+/// - A silent sliding counter of 15 per 2 s (400 requests): 22 × 429, 1.04-1.25 × (real
+///   Flask-Limiter's `sliding-window-counter` with headers off: 14 × 429, 1.068 ×).
 #[tokio::test(start_paused = true)]
 #[ignore = "known failures (issue 17): see the doc comment for what each measures"]
 async fn known_failures() {
@@ -647,6 +654,26 @@ async fn known_failures() {
             10,
             10,
             3,
+            1.05,
+        ),
+        case(
+            "first 15/1.5s ietf",
+            Shape::FirstRequest(15, ms(1500)),
+            Says::Ietf,
+            450,
+            10,
+            3,
+            0,
+            1.05,
+        ),
+        case(
+            "silent counter 15/2s",
+            Shape::Counter(15, ms(2000)),
+            Says::Silent,
+            400,
+            10,
+            10,
+            0,
             1.05,
         ),
     ];
