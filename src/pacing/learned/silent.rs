@@ -407,84 +407,23 @@ impl Silence {
             // The first request of a window was refused: the window before is still running;
             // what it admitted is its quota.
             Some(window) if was_probe && ticket.window == Some(self.window_start) => {
-                let into = self.window_start.saturating_sub(self.previous_start);
-                self.window_start = self.previous_start;
-                self.admitted = self.previous_admitted;
-                self.sends = std::mem::take(&mut self.previous_sends);
-                if into < window {
-                    // It went early, at the midpoint: the window is longer than that. Its
-                    // successor goes at the window's end, known to be enough; the next
-                    // midpoint waits for the window after (another midpoint of this one would
-                    // be refused as often: four 429s in a window against a fixed window on
-                    // the clock, whose edge our first requests do not set).
-                    self.too_short = self.too_short.max(into);
-                    self.used = u64::MAX;
-                    self.midpoint_refused = true;
-                    let next = self.window_start.saturating_add(self.next_try(window));
-                    return next.saturating_sub(now).max(Duration::from_millis(1));
-                }
-                // It went at the estimated end: the estimate was too short. Measure again.
-                Probing {
-                    from: self.previous_start,
-                    measured: self.previous_admitted,
-                    at: now,
-                    next_pause: FIRST_PAUSE,
-                    refused_after: into,
+                match self.first_of_window_refused(now, window) {
+                    Ok(pause) => return pause,
+                    Err(probing) => probing,
                 }
             }
             // Refused inside a window whose length is a trial: the shorter window was not
-            // enough after all. Either the window's first request, sent early, found part of
-            // the quota free, not all of it (fewer admitted than in the window before), or a
-            // trial made while the server rested passed on its credit. Every trial since the
-            // last refusal is undone (the earlier ones may have passed on a credit too), and
-            // the window refused is known too short. The quota is not lowered: at the longer
-            // window it was enough.
+            // enough after all (see `trial_refused`).
             Some(window)
                 if ticket.window == Some(self.window_start)
                     && ((self.before_trial.is_some()
                         && self.admitted < self.previous_admitted)
                         || self.before_trials.is_some_and(|enough| enough > window)) =>
             {
-                let trial = self.before_trial.take().unwrap_or(window);
-                let enough = self.before_trials.take().unwrap_or(trial).max(trial);
-                self.too_short = self.too_short.max(window);
-                self.window = Some(enough);
-                self.used = u64::MAX;
-                let next = self.window_start.saturating_add(self.next_try(enough));
-                return next.saturating_sub(now).max(Duration::from_millis(1));
+                return self.trial_refused(now, window);
             }
-            // Refused inside a window: the quota estimate was too high. The curve is cut (it
-            // probes above again only K windows later), but what this window admitted is the
-            // server's quota, measured again: the floor. Wait for the next window, whose first
-            // request goes alone as always.
-            Some(window) => {
-                self.before_trials = None;
-                let measured = self.admitted;
-                if ticket.window == Some(self.window_start) {
-                    let before = self.quota(now);
-                    let ceiling = self.ceiling.map_or(measured, |c| c.min(measured)).max(1);
-                    self.ceiling = Some(ceiling);
-                    if ceiling < before {
-                        // Fewer per window than thought: the lower bound on the window was
-                        // found for the larger quota. A bucket frees fewer requests in a
-                        // shorter time, so a shorter window may do for fewer: the midpoints
-                        // may look there again. (The window known to be enough still is.)
-                        let scale = ceiling as f64 / before as f64;
-                        self.too_short = self.too_short.mul_f64(scale);
-                    }
-                }
-                if let Some(pause) = self.hand_over(now, ticket) {
-                    return pause;
-                }
-                self.floor = measured;
-                self.floor_window = Some(self.window_start);
-                self.curve.throttled(measured as f64, self.windows_at(now));
-                self.used = u64::MAX;
-                let next_window = self.window_start.saturating_add(self.next_try(window));
-                return next_window
-                    .saturating_sub(now)
-                    .max(Duration::from_millis(1));
-            }
+            // Refused inside a window: the quota estimate was too high.
+            Some(window) => return self.quota_refused(now, ticket, window),
         };
         let pause = probing.next_pause;
         self.probing = Some(Probing {
@@ -492,6 +431,91 @@ impl Silence {
             ..probing
         });
         pause
+    }
+
+    /// The first request of a window was refused: the window before is still running, and what
+    /// it admitted is its quota. Sent early, at a midpoint: the pause until its successor goes,
+    /// at the window known to be enough. Sent at the estimated end: the estimate was too
+    /// short, and the window is measured again (the probing returned).
+    fn first_of_window_refused(
+        &mut self,
+        now: Duration,
+        window: Duration,
+    ) -> Result<Duration, Probing> {
+        let into = self.window_start.saturating_sub(self.previous_start);
+        self.window_start = self.previous_start;
+        self.admitted = self.previous_admitted;
+        self.sends = std::mem::take(&mut self.previous_sends);
+        if into < window {
+            // It went early, at the midpoint: the window is longer than that. Its successor
+            // goes at the window's end, known to be enough; the next midpoint waits for the
+            // window after (another midpoint of this one would be refused as often: four 429s
+            // in a window against a fixed window on the clock, whose edge our first requests
+            // do not set).
+            self.too_short = self.too_short.max(into);
+            self.used = u64::MAX;
+            self.midpoint_refused = true;
+            let next = self.window_start.saturating_add(self.next_try(window));
+            return Ok(next.saturating_sub(now).max(Duration::from_millis(1)));
+        }
+        // It went at the estimated end: the estimate was too short. Measure again.
+        Err(Probing {
+            from: self.previous_start,
+            measured: self.previous_admitted,
+            at: now,
+            next_pause: FIRST_PAUSE,
+            refused_after: into,
+        })
+    }
+
+    /// Refused inside a window whose length is a trial: the shorter window was not enough after
+    /// all. Either the window's first request, sent early, found part of the quota free, not
+    /// all of it (fewer admitted than in the window before), or a trial made while the server
+    /// rested passed on its credit. Every trial since the last refusal is undone (the earlier
+    /// ones may have passed on a credit too), and the window refused is known too short. The
+    /// quota is not lowered: at the longer window it was enough. Returns the pause.
+    fn trial_refused(&mut self, now: Duration, window: Duration) -> Duration {
+        let trial = self.before_trial.take().unwrap_or(window);
+        let enough = self.before_trials.take().unwrap_or(trial).max(trial);
+        self.too_short = self.too_short.max(window);
+        self.window = Some(enough);
+        self.used = u64::MAX;
+        let next = self.window_start.saturating_add(self.next_try(enough));
+        next.saturating_sub(now).max(Duration::from_millis(1))
+    }
+
+    /// Refused inside a window: the quota estimate was too high. The curve is cut (it probes
+    /// above again only K windows later), but what this window admitted is the server's quota,
+    /// measured again: the floor. Wait for the next window, whose first request goes alone as
+    /// always (or, for a bucket's burst spent, hand the key over to the rate). Returns the
+    /// pause.
+    fn quota_refused(&mut self, now: Duration, ticket: Ticket, window: Duration) -> Duration {
+        self.before_trials = None;
+        let measured = self.admitted;
+        if ticket.window == Some(self.window_start) {
+            let before = self.quota(now);
+            let ceiling = self.ceiling.map_or(measured, |c| c.min(measured)).max(1);
+            self.ceiling = Some(ceiling);
+            if ceiling < before {
+                // Fewer per window than thought: the lower bound on the window was found for
+                // the larger quota. A bucket frees fewer requests in a shorter time, so a
+                // shorter window may do for fewer: the midpoints may look there again. (The
+                // window known to be enough still is.)
+                let scale = ceiling as f64 / before as f64;
+                self.too_short = self.too_short.mul_f64(scale);
+            }
+        }
+        if let Some(pause) = self.hand_over(now, ticket) {
+            return pause;
+        }
+        self.floor = measured;
+        self.floor_window = Some(self.window_start);
+        self.curve.throttled(measured as f64, self.windows_at(now));
+        self.used = u64::MAX;
+        let next_window = self.window_start.saturating_add(self.next_try(window));
+        next_window
+            .saturating_sub(now)
+            .max(Duration::from_millis(1))
     }
 
     /// The quota a window sustains (at most what a whole window admitted before a refusal, and
