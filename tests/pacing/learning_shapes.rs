@@ -336,6 +336,12 @@ fn from_first_request(limit: u64, window: Duration) -> RateLimitedApi {
     api_of(limiter.with_clock(TokioClock::new()))
 }
 
+/// A sliding log (a moving window), stating its quota in IETF headers.
+fn sliding_log(limit: u64, window: Duration) -> RateLimitedApi {
+    let log = SlidingWindowLog::new(limit, window).expect("valid");
+    api_of(log.with_clock(TokioClock::new()))
+}
+
 #[tokio::test(start_paused = true)]
 async fn stated_windows_that_begin_with_a_request_or_move_over_a_long_job() {
     long_job(
@@ -356,10 +362,7 @@ async fn stated_windows_that_begin_with_a_request_or_move_over_a_long_job() {
         4,
         1.06,
     )
-    .sweep(|| {
-        let log = SlidingWindowLog::new(20, TWO_SECONDS).expect("valid");
-        api_of(log.with_clock(TokioClock::new()))
-    })
+    .sweep(|| sliding_log(20, TWO_SECONDS))
     .await;
     long_job(
         "X-RateLimit sliding log, 20 per 2 s",
@@ -368,10 +371,7 @@ async fn stated_windows_that_begin_with_a_request_or_move_over_a_long_job() {
         4,
         1.05,
     )
-    .sweep(|| {
-        let log = SlidingWindowLog::new(20, TWO_SECONDS).expect("valid");
-        api_of(log.with_clock(TokioClock::new())).dialect(HeaderDialect::XRateLimit)
-    })
+    .sweep(|| sliding_log(20, TWO_SECONDS).dialect(HeaderDialect::XRateLimit))
     .await;
 }
 
@@ -492,10 +492,7 @@ async fn silent_windows_over_a_long_job() {
         2,
         1.75,
     )
-    .sweep(|| {
-        let log = SlidingWindowLog::new(20, TWO_SECONDS).expect("valid");
-        api_of(log.with_clock(TokioClock::new())).silent()
-    })
+    .sweep(|| sliding_log(20, TWO_SECONDS).silent())
     .await;
 }
 
@@ -808,10 +805,7 @@ async fn known_failure_windows_that_follow_the_client_across_a_far_network() {
         4,
         1.06,
     )
-    .sweep(|| {
-        let log = SlidingWindowLog::new(20, TWO_SECONDS).expect("valid");
-        far(api_of(log.with_clock(TokioClock::new())))
-    })
+    .sweep(|| far(sliding_log(20, TWO_SECONDS)))
     .await;
     long_job(
         "X-RateLimit sliding log, 20 per 2 s, 0.2-50 ms each way",
@@ -820,9 +814,6 @@ async fn known_failure_windows_that_follow_the_client_across_a_far_network() {
         4,
         1.05,
     )
-    .sweep(|| {
-        let log = SlidingWindowLog::new(20, TWO_SECONDS).expect("valid");
-        far(api_of(log.with_clock(TokioClock::new()))).dialect(HeaderDialect::XRateLimit)
-    })
+    .sweep(|| far(sliding_log(20, TWO_SECONDS)).dialect(HeaderDialect::XRateLimit))
     .await;
 }
