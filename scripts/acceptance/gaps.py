@@ -1,0 +1,50 @@
+#!/usr/bin/env python3
+"""How far apart a server admitted requests, slice by slice of a job.
+
+Usage: python3 scripts/acceptance/gaps.py DIR/server.log [SLICE_SECONDS]
+
+DIR is one job's folder kept by `scripts/acceptance.sh --keep`; its server.log holds one
+"epoch-seconds status" line per answer, in the server's own clock. For each slice of the job
+(10 s by default, from its first answer) this prints the admitted requests and the gaps
+between consecutive ones in ms: median, mean, least and most. A paced client's window or
+interval, as the server saw it.
+"""
+import statistics
+import sys
+
+
+def main() -> int:
+    if len(sys.argv) not in (2, 3):
+        print(__doc__.strip(), file=sys.stderr)
+        return 2
+    slice_s = float(sys.argv[2]) if len(sys.argv) == 3 else 10.0
+    answers = []
+    with open(sys.argv[1]) as log:
+        for line in log:
+            parts = line.split()
+            if len(parts) == 2:
+                try:
+                    answers.append((float(parts[0]), parts[1]))
+                except ValueError:
+                    continue
+    if not answers:
+        print("no answers in the log", file=sys.stderr)
+        return 1
+    answers.sort()
+    start = answers[0][0]
+    admitted = [t - start for t, status in answers if status == "200"]
+    end = admitted[-1] if admitted else 0.0
+    print(f"{'slice (s)':>12} {'admitted':>9} {'median ms':>10} {'mean ms':>8} {'least':>6} {'most':>6}")
+    at = 0.0
+    while at <= end:
+        times = [t for t in admitted if at <= t < at + slice_s]
+        gaps = [(b - a) * 1000 for a, b in zip(times, times[1:])]
+        if gaps:
+            print(f"{at:5.0f}-{at + slice_s:<6.0f} {len(times):9d} {statistics.median(gaps):10.1f} "
+                  f"{statistics.mean(gaps):8.1f} {min(gaps):6.1f} {max(gaps):6.1f}")
+        at += slice_s
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
