@@ -18,7 +18,9 @@ use reqwest_polite::limiter::{
 use reqwest_polite::mock::{Layer, Partition, RateLimitedApi};
 use reqwest_polite::time::{Rate, TokioClock, UnixClock};
 
-use crate::support::{SimulatedRun, run_job, simulated_sync_job, start_at_phase, take_turn};
+use crate::support::{
+    SimulatedRun, run_job, simulated_sync_job, start_at_phase, take_turn, trace_if_asked,
+};
 
 /// A job and the bars every run of it is held to.
 pub(crate) struct Job {
@@ -81,7 +83,15 @@ impl Job {
     ) {
         let (mut fastest, mut slowest_run) = (Duration::MAX, Duration::ZERO);
         let (mut most, mut most_late, mut slowest) = (0, 0, Duration::ZERO);
+        // `RUST_LOG` prints what the learner decided; `PHASE_MS` runs one start phase.
+        trace_if_asked();
+        let only_phase = std::env::var("PHASE_MS")
+            .ok()
+            .and_then(|ms| ms.parse::<u64>().ok());
         for phase in phases {
+            if only_phase.is_some_and(|ms| phase != Duration::from_millis(ms)) {
+                continue;
+            }
             start_at_phase(phase).await;
             let responder = api().responder().expect("a valid mock");
             let run = simulated_sync_job(

@@ -39,7 +39,7 @@ pub use ports::{closed_port, free_port, silent_listener};
 pub use rates::{nz, refill};
 pub use retries::{Recorder, server_answering};
 #[cfg(feature = "mock")]
-pub use simulated::{SimulatedRun, simulated_sync_job, start_at_phase};
+pub use simulated::{SimulatedRun, simulated_sync_job, start_at_phase, trace_if_asked};
 // The Redis servers talk to their children with the `redis` crate, there only with the feature.
 #[cfg(all(feature = "redis", any(feature = "rustls", feature = "native-tls")))]
 pub use certificates::TestCertificates;

@@ -56,6 +56,16 @@ impl SimulatedRun {
     }
 }
 
+/// With `RUST_LOG` set, prints what the learner decided (look at one case, at one phase).
+pub fn trace_if_asked() {
+    if std::env::var("RUST_LOG").is_ok() {
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+            .with_test_writer()
+            .try_init();
+    }
+}
+
 /// Sleeps (on the paused clock) until the wall clock, as the crate reads it
 /// ([`UnixClock`], which follows tokio's paused clock), is `phase` into a second.
 pub async fn start_at_phase(phase: Duration) {
