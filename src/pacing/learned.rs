@@ -36,6 +36,14 @@
 //! taken: that is a window on the clock our first request met late in its course, and the
 //! next one does not free that soon after its first request.
 //!
+//! A stated window may be rounded up too (express-rate-limit states a window of 1.5 s as
+//! `w=2`). Measured from a window's first request, every answer bounds the window's length
+//! (the reset it states, rounded up), and the window's last unit, held until a grain before
+//! the bounds' midpoint, halves them at no cost. A window on the clock looks the same from
+//! inside (it began before our first request, by as much as our roll came late), so the
+//! bounds end no window until a test window, its first request sent late on purpose, shows
+//! that the windows begin with their first request (the `span` module).
+//!
 //! A moving window is recognised inside a window an early probe opened: a later answer finds
 //! more left than an earlier one, yet not the whole quota. Its reset then follows our own
 //! sends (it is when the window's first request ages out, rounded up), so the phase of the
@@ -108,6 +116,8 @@
 //!   the window holding an answer ends (`bound_end`);
 //! - `clock`: whether a stated window keeps a clock of its own, and the end carried from one
 //!   window to the next once it does;
+//! - `span`: how long a stated window rounded up to whole seconds lasts after its first
+//!   request, bisected by held units and tested once before it ends any window;
 //! - `early` and `phase`: early probes of a reset stated in whole seconds, and where in that
 //!   second the quota frees (or, for a moving window, how long after its first request);
 //! - `rate`: how fast a stated quota frees when it comes back a little at a time;
@@ -124,6 +134,7 @@ use self::phase::{ResetPhase, WindowLag};
 pub(crate) use self::side::Demand;
 use self::side::SideQuotas;
 use self::silent::{Learned, Silence, SilentAdmission};
+use self::span::SpanWatch;
 use self::window::{Left, Refill};
 use super::shared::SharedFacts;
 use crate::headers::RateLimitInfo;
@@ -273,6 +284,9 @@ pub(crate) struct KeyQuota {
     /// How fast the stated quota frees, measured (see the `rate` module; boxed: only keys
     /// whose server states a quota measure it).
     free_rate: Option<Box<rate::FreeRate>>,
+    /// How long a stated window rounded up to whole seconds lasts after its first request,
+    /// and what this window holds of it (see the `span` module).
+    span: SpanWatch,
     /// A silent server, paced by the estimate the processes share (see the `fleet` module):
     /// this process's own silent model stands aside.
     fleet: bool,
@@ -351,6 +365,10 @@ impl KeyQuota {
             return Admission::Reserved(self.ticket(now, true, None));
         }
         self.roll(now);
+        if let Some(until) = self.span_wait(now) {
+            // This window tests where the windows begin (see the `span` module).
+            return Admission::WaitUntil(until);
+        }
         if let Some((_, sent)) = self.probe_out {
             let until = sent.saturating_add(PROBE_FOR);
             if now < until {
@@ -374,7 +392,13 @@ impl KeyQuota {
                 SilentAdmission::WaitUntil(until) => return Admission::WaitUntil(until),
             }
         } else if let Some(budget) = self.budget {
-            if budget >= cost {
+            if budget == cost
+                && let Some(at) = self.span_hold(now)
+            {
+                // The window's last unit waits until its answer can bound the window's
+                // length (see the `span` module).
+                return Admission::WaitUntil(at);
+            } else if budget >= cost {
                 self.budget = Some(budget - cost);
             } else if let Some(per_unit) = self.paced_interval() {
                 // A quota that frees a unit at a time: the next request goes alone once one
@@ -677,6 +701,7 @@ impl KeyQuota {
         // A response from a window that has ended speaks of a quota that is gone.
         self.fresh = epoch == self.epoch;
         if epoch == self.epoch {
+            let first_admitted = outcome == Outcome::Answered && self.epoch_first_answer.is_none();
             if outcome == Outcome::Answered {
                 let first = self.epoch_first_answer.get_or_insert(now);
                 *first = (*first).min(now);
@@ -691,9 +716,14 @@ impl KeyQuota {
             }
             if self.budget_guessed {
                 self.clock.first_answer(outcome == Outcome::Throttled);
+                self.span_first_answer(outcome == Outcome::Throttled);
             }
             if self.budget_guessed && outcome == Outcome::Answered {
                 self.first_answer_of_roll(now, info);
+            }
+            if outcome == Outcome::Answered {
+                let rolled = self.budget_guessed;
+                self.span_saw(now, ticket, info, first_admitted && rolled);
             }
             self.bound_end(now, info);
             // (A moving window's budget is its answers' own: spent is spent.)
@@ -752,7 +782,12 @@ impl KeyQuota {
             _ if self.moving || paced => remaining
                 .saturating_sub(self.in_flight())
                 .saturating_sub(self.answered_while_out(ticket)),
-            _ if self.refill == Refill::Trickle => remaining.saturating_sub(self.in_flight()),
+            // Less those answered while it was out: counted after it, they may not be in
+            // what it states (a log's slot still held by a request sent late in the last
+            // window, once taken for free, was refused).
+            _ if self.refill == Refill::Trickle => remaining
+                .saturating_sub(self.in_flight())
+                .saturating_sub(self.answered_while_out(ticket)),
             // The request that went alone after a window an answer began: what it
             // states counts every request of the window that reached the server before
             // it, less those still out.
@@ -940,6 +975,7 @@ mod side;
 mod silent;
 mod silent_rate;
 mod snapshot;
+mod span;
 #[cfg(test)]
 mod tests;
 mod window;

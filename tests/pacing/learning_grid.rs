@@ -26,7 +26,7 @@ use reqwest_polite::limiter::{
 use reqwest_polite::mock::{Layer, Partition, RateLimitedApi};
 use reqwest_polite::time::{Rate, TokioClock, UnixClock};
 
-use crate::support::{simulated_sync_job, start_at_phase, take_turn};
+use crate::support::{simulated_sync_job, start_at_phase, take_turn, trace_if_asked};
 
 fn near(api: RateLimitedApi) -> RateLimitedApi {
     api.latency(Duration::from_micros(200), Duration::from_millis(3))
@@ -188,13 +188,8 @@ async fn sweep(cases: Vec<Case>, phases: u64) {
     let only_phase = std::env::var("PHASE_MS")
         .ok()
         .and_then(|p| p.parse::<u128>().ok());
-    if std::env::var("RUST_LOG").is_ok() {
-        // What the learner decided, for one case at one phase (`ONLY`, `PHASE_MS`).
-        let _ = tracing_subscriber::fmt()
-            .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
-            .with_test_writer()
-            .try_init();
-    }
+    // What the learner decided, for one case at one phase (`ONLY`, `PHASE_MS`).
+    trace_if_asked();
     let mut failures = Vec::new();
     for case in cases {
         if only.as_deref().is_some_and(|o| !case.name.contains(o)) {
@@ -326,6 +321,19 @@ async fn shapes_and_parameters_named_nowhere_else() {
             5,
             3,
             1.08,
+        ),
+        // Stated as `w=2` (rounded up to whole seconds, as express-rate-limit's draft-8
+        // headers state it): 1.05 × and no 429 in 5 sweeps, where keeping to the stated
+        // window took 1.35 × (the `span` module).
+        case(
+            "first 15/1.5s ietf",
+            Shape::FirstRequest(15, ms(1500)),
+            Says::Ietf,
+            450,
+            10,
+            5,
+            3,
+            1.12,
         ),
         case(
             "log 5/1s x",
@@ -578,18 +586,20 @@ async fn shapes_and_parameters_named_nowhere_else() {
 /// - A stated token bucket of 5 per second with a burst of 1 in IETF headers: 0 × 429 but
 ///   5.1 × the minimum: the mock states `q=1;w=1` (its window, 200 ms, rounded up to a whole
 ///   second), and the client keeps to the stated window.
-/// - A sliding log of 12 per 1.2 s in IETF headers: 0 × 429, 1.69 × (the window is stated as
-///   2 s, rounded up, and the client keeps to it).
+/// - A sliding log of 12 per 1.2 s in IETF headers: 0-1 × 429, 1.69-1.72 × (the window is
+///   stated as 2 s, rounded up, and the client keeps to it: the `span` module learns how
+///   long a rounded-up fixed window lasts, not a moving one).
 /// - A silent sliding counter of 20 per 2 s: 18-25 × 429 and, from one sweep to the next, 1.15
 ///   to 1.43 × the minimum at its worst phase.
 /// - A fixed window of 10 per 1 s behind a static `Retry-After: 1`: 14-18 × 429, 1.04-1.12 ×
 ///   in 11 sweeps, then 1.335 × at one phase in a CI run (a heavy tail: the pauses it asks are
 ///   as long as the window).
-/// - A window from the client's first request of 15 per 1.5 s in IETF headers: 0 × 429, 1.35 ×
-///   (the mock states `w=2`, rounded up, as express-rate-limit's draft-8 headers do; real
-///   express-rate-limit at these parameters took 1.349 ×, BENCHMARKS "parameters named
-///   nowhere"). Early probes of a reset stated in whole seconds are off when a window is
-///   stated.
+/// - A window from the client's first request of 8 per 1.2 s in IETF headers (stated as
+///   `w=2`): 0 × 429, 1.085 × (real express-rate-limit draft-8 at these parameters: 1.082 ×,
+///   BENCHMARKS "a window stated rounded up"). The `span` module learns the window's length,
+///   but its first test, at the bounds' midpoint, fails for a window this short, and the
+///   second waits for a window whose lower bound leaves room for it: four windows end as
+///   stated (2 s) or tested before the learned length ends them.
 /// - A silent sliding counter of 15 per 2 s (400 requests): 22 × 429, 1.04-1.25 × (real
 ///   Flask-Limiter's `sliding-window-counter` with headers off: 14 × 429, 1.068 ×).
 #[tokio::test(start_paused = true)]
@@ -657,10 +667,10 @@ async fn known_failures() {
             1.05,
         ),
         case(
-            "first 15/1.5s ietf",
-            Shape::FirstRequest(15, ms(1500)),
+            "first 8/1.2s ietf",
+            Shape::FirstRequest(8, ms(1200)),
             Says::Ietf,
-            450,
+            400,
             10,
             3,
             0,

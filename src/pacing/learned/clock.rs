@@ -134,6 +134,11 @@ impl ClockEdges {
         self.testing = false;
     }
 
+    /// Whether a window has been seen to keep a clock of its own.
+    pub(super) fn keeps(&self) -> bool {
+        self.shown == Shown::Kept
+    }
+
     /// Whether the windows have been shown not to keep to the clock.
     #[cfg(test)]
     pub(super) fn is_refuted(&self) -> bool {

@@ -149,6 +149,7 @@ impl KeyQuota {
         self.early = None;
         self.opened_early = false;
         self.early_refused = false;
+        self.span.window_ended();
     }
 
     /// The answer to `ticket` shows the server counted it in a later window than an answer
@@ -255,6 +256,7 @@ impl KeyQuota {
         let straddling = self.out.iter().filter(|(_, sent)| *sent >= cutoff).count() as u64;
         self.clock.rolled(reset_at, now, self.window);
         self.begin_window();
+        self.span_roll(reset_at);
         self.budget = match self.paced_interval() {
             // A paced quota comes back a unit at a time, not whole: its pace says when the
             // next request goes, and that request's answer what else is left.
@@ -309,7 +311,9 @@ impl KeyQuota {
             let mut stated = now.saturating_add(reset);
             // The window began by the time its first admitted request was answered.
             if let (Some(first), Some(window)) = (self.epoch_first_answer, self.window) {
-                stated = stated.min(first.saturating_add(window)).max(now);
+                stated = stated.min(first.saturating_add(window));
+                // A window rounded up ends sooner, as its answers bounded it (`span`).
+                stated = self.span_end(first, stated).max(now);
             }
             let end = if self.budget_guessed {
                 // The first answer after our roll: the end it bounds is late by the first
