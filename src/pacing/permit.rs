@@ -81,20 +81,23 @@ impl Permit {
             && info.policies.is_empty();
         let (pause, held, facts, told) = inner.keys.with(key, |state| {
             let before = observer.listens().then(|| state.quota.model(now));
-            let pause = state
-                .quota
-                .observe(now, reservation.ticket, outcome, info)
-                .map(|wait| {
-                    let drawn = jitter.apply(wait, &mut rand::rng());
-                    if too_many {
-                        drawn
-                    } else {
-                        // A quota seen spent before any 429: every task and process takes
-                        // from the budget the server states, so there is no herd to spread,
-                        // and a spread of 20% of a minute's window would idle 12 s of it.
-                        drawn.min(wait.saturating_add(SPENT_SPREAD))
-                    }
-                });
+            let pause = state.quota.observe(now, reservation.ticket, outcome, info);
+            // A window's end learned as an upper bound (late by a round trip already) is
+            // kept as it is: its windows begin with their first request, whoever sends it.
+            let bounded = state.quota.ends_by_span();
+            let pause = pause.map(|wait| {
+                let drawn = jitter.apply(wait, &mut rand::rng());
+                if too_many {
+                    drawn
+                } else if bounded {
+                    wait
+                } else {
+                    // A quota seen spent before any 429: every task and process takes
+                    // from the budget the server states, so there is no herd to spread,
+                    // and a spread of 20% of a minute's window would idle 12 s of it.
+                    drawn.min(wait.saturating_add(SPENT_SPREAD))
+                }
+            });
             tracing::trace!(
                 key = %key_digest(key),
                 serial = reservation.ticket.serial,

@@ -21,16 +21,19 @@
 //! A window on the clock looks the same from inside: it began before our first request, by
 //! as much as our roll came late, and measured from that request it seems that much shorter.
 //! So bounds shorter than the stated window are tested once before any window is rolled by
-//! them (the held units go on halving them after): the test window's first request goes
-//! later than the last window's end by the stated window less the lower bound, and its last
-//! unit goes a grain before the lower bound. A window that begins with its first request has
-//! more than a grain left then (the reset stated is two grains or more); a window on the
-//! clock, which began by the last one's end and lasts at most the stated window, has a grain
-//! or less, and the bounds are refuted, final. (A roll's lateness, which makes a window on
+//! them (the held units go on halving them after). The test window's first request goes
+//! later than the last window's end by the stated window less a point the windows are known
+//! to outlast after their first request (the lower bound, or a grain once a window's first
+//! answer stated more), and the request sent a grain before that point (the first itself,
+//! at a grain) reads the reset. A window that begins with its first request has more than a
+//! grain left then (the reset stated is two grains or more); a window on the clock, which
+//! began by the last one's end and lasts at most the stated window, has a grain or less, and
+//! the bounds are refuted, final. (A roll's lateness, which makes a window on
 //! the clock seem shorter after its first request by anything up to a grain, does not enter:
 //! the test is reckoned from the end our roll took, which the window on the clock began by.)
-//! Confirmed, each later window ends by its first answer plus the upper bound; should such a
-//! window's first request be refused all the same, the bounds are refuted too.
+//! Confirmed, each later window ends by its first answer plus the upper bound, with no
+//! spread drawn past it (it is late by a round trip already); should such a window's first
+//! request be refused all the same, the bounds are refuted too.
 
 use std::time::Duration;
 
@@ -49,10 +52,9 @@ enum Shown {
     /// Nothing yet: the bounds are for holding the last unit only.
     #[default]
     Nothing,
-    /// This window is a test: its last unit goes `after` its first request. A test at the
-    /// lower bound is `conclusive`; one at the bounds' midpoint shows the windows follow
-    /// their first request if they are longer, and says nothing if they are not.
-    Testing { after: Duration, conclusive: bool },
+    /// This window is a test: its request sent `after` its first (the first itself when
+    /// zero) says where the windows begin.
+    Testing { after: Duration },
     /// The windows begin with their first request: the upper bound ends each.
     FollowFirst,
     /// The windows do not begin with their first request (the bounds crossed, the test
@@ -69,8 +71,9 @@ pub(super) struct RoundedSpan {
     /// It lasts at most this long.
     hi: Option<Duration>,
     shown: Shown,
-    /// A test at the midpoint said nothing: the next is at the lower bound.
-    tried: bool,
+    /// A window's first request was answered with more than a grain left: the windows last
+    /// longer than a grain from the instant their first request reaches the server.
+    past_grain: bool,
 }
 
 impl RoundedSpan {
@@ -88,7 +91,7 @@ impl RoundedSpan {
         if self.shown == Shown::Refuted {
             return;
         }
-        if let Shown::Testing { after, conclusive } = self.shown
+        if let Shown::Testing { after } = self.shown
             && sent >= first.saturating_add(after)
         {
             if reset > grain {
@@ -97,15 +100,13 @@ impl RoundedSpan {
                     "pacing: a stated window begins with its first request"
                 );
                 self.shown = Shown::FollowFirst;
-            } else if conclusive {
-                self.refute("the test window ended within a grain of its last unit");
-                return;
             } else {
-                // Shorter than the midpoint, or on the clock: the test at the lower bound
-                // says which.
-                self.shown = Shown::Nothing;
-                self.tried = true;
+                self.refute("the test window ended within a grain of its test request");
+                return;
             }
+        }
+        if sent == first && reset > grain {
+            self.past_grain = true;
         }
         let hi = now.saturating_add(reset).saturating_sub(first);
         let lo = sent
@@ -156,17 +157,18 @@ impl RoundedSpan {
 
     /// A window begins at our roll: a test that did not end in the last one is void. When
     /// the upper bound is shorter than the stated `window` by more than a thirty-second of
-    /// it, the lower one more than a grain and a round trip (`trip`) long, and nothing has
-    /// shown where the windows begin, this window is the test: returns how long after the
-    /// last window's end (as our roll took it) its first request waits.
+    /// it, and nothing has shown where the windows begin, this window is the test: returns
+    /// how long after the last window's end (as our roll took it) its first request waits.
     ///
     /// A window on the clock began by that end and lasts at most the stated window, so it
-    /// ends by that end plus the window; one that begins with its first request ends later
-    /// than that request plus the lower bound. Its first request that much later than the
-    /// stated window less the lower bound (and a round trip), the test's last unit goes a
-    /// grain and a round trip before the lower bound: after a window on the clock has less
-    /// than a grain left, while one that followed its first request has more. It costs that
-    /// wait once.
+    /// ends by that end plus the window. One that begins with its first request lasts longer
+    /// than the lower bound after that request's send, and longer than a grain after its
+    /// arrival once a window's first answer stated more than a grain. The test goes at the
+    /// later of the two points (`point`), or not at all while neither holds: the window's
+    /// first request waits the stated window less the point (and a round trip), and its
+    /// request sent the point less a grain and a round trip after the first (the first
+    /// itself at a grain) finds a window on the clock with a grain or less left, and one
+    /// that followed its first request with more. It costs that wait once.
     pub(super) fn window_begins(
         &mut self,
         window: Duration,
@@ -180,21 +182,16 @@ impl RoundedSpan {
         if self.shown != Shown::Nothing || hi.saturating_add(window / 32) >= window {
             return None;
         }
-        // The first test goes at the bounds' midpoint: cheaper (the first request waits the
-        // window less the midpoint), and a window longer than that passes it. A window
-        // shorter, or on the clock, says nothing there: the next test goes at the lower
-        // bound, which every window that begins with its first request passes, as soon as
-        // that bound leaves room for it (the windows until then end as stated).
-        let conclusive = self.tried;
-        let point = if conclusive {
+        let at_grain = grain.saturating_add(trip);
+        let point = if self.lo > at_grain {
             self.lo
+        } else if self.past_grain {
+            at_grain
         } else {
-            self.lo.saturating_add(hi.saturating_sub(self.lo) / 2)
+            return None;
         };
-        let after = point
-            .checked_sub(grain.saturating_add(trip))
-            .filter(|after| !after.is_zero())?;
-        self.shown = Shown::Testing { after, conclusive };
+        let after = point.saturating_sub(at_grain);
+        self.shown = Shown::Testing { after };
         let delay = window
             .saturating_sub(point)
             .saturating_add(trip)
@@ -204,7 +201,6 @@ impl RoundedSpan {
             hi_ms = hi.as_millis() as u64,
             delay_ms = delay.as_millis() as u64,
             after_ms = after.as_millis() as u64,
-            conclusive,
             "pacing: this window tests whether the stated windows begin with their first request"
         );
         Some(delay)
@@ -298,6 +294,12 @@ impl KeyQuota {
                 .map(|delay| ended.saturating_add(delay)),
             None => None,
         };
+    }
+
+    /// Whether the current window's end came from the bounds: an upper bound of the window's
+    /// length after its first answer, so a pause until it needs no spread past it.
+    pub(crate) fn ends_by_span(&self) -> bool {
+        self.span.capped
     }
 
     /// Until when the first request of a window that tests the bounds waits.
@@ -416,8 +418,8 @@ mod tests {
     }
 
     /// A window of 1.5 s stated as 2 s: the first answer bounds it within a second, the held
-    /// last units halve the bounds, a test at their midpoint shows the windows follow their
-    /// first request, and the bounds settle within a 256th of the window.
+    /// last units halve the bounds, a test at a grain shows the windows follow their first
+    /// request, and the bounds settle within a 256th of the window.
     #[test]
     fn a_window_rounded_up_is_bisected_and_passes_the_test() {
         let span = MS * 1_500;
@@ -430,14 +432,14 @@ mod tests {
         assert!(bounds.settled(TRIP));
     }
 
-    /// A window of 1.2 s stated as 2 s: shorter than the first test's midpoint, which says
-    /// nothing; the second test, at the lower bound, passes as soon as that bound leaves
-    /// room for it (the fourth window), not once the bounds have settled.
+    /// A window of 1.2 s stated as 2 s: its bounds are far from settled when the second
+    /// window tests them (its first request, a grain before a window on the clock would end),
+    /// and the test passes; the third window ends by the bounds.
     #[test]
-    fn a_window_shorter_than_the_midpoint_passes_the_second_test() {
-        let (bounds, capped) = windows(Server::FollowFirst(MS * 1_200), 5);
+    fn a_short_window_passes_the_test_before_its_bounds_settle() {
+        let (bounds, capped) = windows(Server::FollowFirst(MS * 1_200), 3);
         assert_eq!(bounds.shown, Shown::FollowFirst);
-        assert!(capped.is_some(), "not confirmed by the fifth window");
+        assert_eq!(capped, Some(1));
         assert!(!bounds.settled(TRIP));
         let (bounds, capped) = windows(Server::FollowFirst(MS * 1_200), 16);
         assert_eq!(bounds.shown, Shown::FollowFirst);
@@ -450,9 +452,9 @@ mod tests {
     }
 
     /// Windows on the clock of 2 s, each first request sent 400 ms late (a loose bound on
-    /// the last window's end): from those requests the windows seem 1.6 s long. Neither test
-    /// passes (each is reckoned from the end our roll took, which the windows began by), and
-    /// the second refutes the bounds: they end no window, hold no unit, test nothing more.
+    /// the last window's end): from those requests the windows seem 1.6 s long. The test
+    /// fails (it is reckoned from the end our roll took, which the windows began by) and
+    /// refutes the bounds: they end no window, hold no unit, test nothing more.
     #[test]
     fn a_window_on_the_clock_fails_the_tests() {
         let (mut bounds, capped) = windows(Server::Clock(MS * 400), 30);
@@ -469,7 +471,6 @@ mod tests {
         let (bounds, capped) = windows(Server::Clock(MS * 20), 30);
         assert_eq!(capped, None);
         assert_eq!(bounds.shown, Shown::Nothing);
-        assert!(!bounds.tried);
         assert_eq!(bounds.hold_until(SECOND * 60, SECOND, TRIP), None);
     }
 
