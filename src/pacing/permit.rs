@@ -86,15 +86,15 @@ impl Permit {
             // kept as it is: its windows begin with their first request, whoever sends it.
             let bounded = state.quota.ends_by_span();
             let pause = pause.map(|wait| {
-                let drawn = jitter.apply(wait, &mut rand::rng());
                 if too_many {
-                    drawn
+                    jitter.apply(wait, &mut rand::rng())
                 } else if bounded {
                     wait
                 } else {
                     // A quota seen spent before any 429: every task and process takes
                     // from the budget the server states, so there is no herd to spread,
                     // and a spread of 20% of a minute's window would idle 12 s of it.
+                    let drawn = jitter.apply(wait, &mut rand::rng());
                     drawn.min(wait.saturating_add(SPENT_SPREAD))
                 }
             });
