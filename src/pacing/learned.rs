@@ -12,7 +12,9 @@
 //! which: the whole quota left (the others go), or more counted than went since (the last
 //! window's requests still count). Then each request goes alone when the last window's
 //! request of the same rank went, one window before (measured from answers to sends, so the
-//! copy never runs ahead of the server). If a request sent at that pace is refused, the quota
+//! copy never runs ahead of the server; a request sent alone, from when it was due, later by
+//! as much as its answer took beyond the usual round trip, the time the server held it before
+//! counting it). If a request sent at that pace is refused, the quota
 //! frees some other way (a bucket refilling at its own rate), and the stated reset rules.
 //!
 //! # Resets stated in whole seconds
