@@ -12,9 +12,7 @@
 //! which: the whole quota left (the others go), or more counted than went since (the last
 //! window's requests still count). Then each request goes alone when the last window's
 //! request of the same rank went, one window before (measured from answers to sends, so the
-//! copy never runs ahead of the server; a request sent alone, from when it was due, later by
-//! as much as its answer took beyond the usual round trip, the time the server held it before
-//! counting it). If a request sent at that pace is refused, the quota
+//! copy never runs ahead of the server). If a request sent at that pace is refused, the quota
 //! frees some other way (a bucket refilling at its own rate), and the stated reset rules.
 //!
 //! # Resets stated in whole seconds
@@ -227,9 +225,6 @@ pub(crate) struct KeyQuota {
     out: std::collections::VecDeque<(u64, Duration)>,
     /// The longest round trip lately (each answer's, or 7/8 of the one before).
     longest_trip: Duration,
-    /// The usual round trip of a request sent alone (a moving average, an eighth of each new
-    /// one): what an answer took beyond it, the server spent before it counted the request.
-    usual_trip: Option<Duration>,
     last_seen: Duration,
     /// Whether a key with no news yet sends one request alone first.
     probe_new: bool,
@@ -315,22 +310,13 @@ struct Sent {
 impl Sent {
     /// When the server had counted it, as the copy of a window reckons: a request sent
     /// alone, when it was due (its way to the server, and a timer's lateness, are the
-    /// window's first's too, which the lag measured from that send already holds), and as
-    /// much later as its answer took beyond the `usual` round trip of a request sent alone
-    /// (the server held it before it counted it: Flask-Limiter behind waitress counted a
-    /// request sent alone 14 ms after it went, and the next window's copy sent its successor
-    /// 9 ms before its slot freed); one sent among others, when its answer came (the
-    /// server's threads may have counted it late). Any more, and each window's copy would
-    /// carry it into the next: against a sliding log, the n-th slot drifted later by a round
-    /// trip and a timer's lateness a window (~4 ms), until the window split in two and its
-    /// edges were refused.
-    fn counted(&self, usual: Option<Duration>) -> Duration {
-        if !self.alone {
-            return self.answered;
-        }
-        let trip = self.answered.saturating_sub(self.at);
-        let held = usual.map_or(Duration::ZERO, |usual| trip.saturating_sub(usual));
-        self.due.saturating_add(held)
+    /// window's first's too, which the lag measured from that send already holds); one sent
+    /// among others, when its answer came (the server's threads may have counted it late).
+    /// Any more, and each window's copy would carry it into the next: against a sliding log,
+    /// the n-th slot drifted later by a round trip and a timer's lateness a window (~4 ms),
+    /// until the window split in two and its edges were refused.
+    fn counted(&self) -> Duration {
+        if self.alone { self.due } else { self.answered }
     }
 }
 
@@ -637,12 +623,6 @@ impl KeyQuota {
         self.observed = true;
         let trip = now.saturating_sub(ticket.sent);
         self.longest_trip = trip.max(self.longest_trip.mul_f64(0.875));
-        if was_probe || early.is_some() {
-            self.usual_trip = Some(
-                self.usual_trip
-                    .map_or(trip, |usual| usual.mul_f64(0.875) + trip.mul_f64(0.125)),
-            );
-        }
         // Most servers state one quota: the governing one, with nothing beside it to hold.
         let governs = info.governing_policy();
         let beside = info.policies.len() > usize::from(governs.is_some());

@@ -1084,7 +1084,6 @@ fn a_moving_windows_copy_carries_no_round_trip_and_no_late_timer_into_the_next_w
     // at 1 ms (answered at 5 ms: the server's threads may have counted it that late), a
     // third alone, due at 40 ms and sent at 41 ms (its timer woke late), answered at 43 ms.
     // This window's first went alone at 2 s.
-    // A request sent alone is usually answered 2 ms after it went.
     let mut q = KeyQuota {
         moving: true,
         previous_sends: vec![
@@ -1093,7 +1092,6 @@ fn a_moving_windows_copy_carries_no_round_trip_and_no_late_timer_into_the_next_w
             sent(2, 41, 40, 43, true),
         ],
         sends: vec![sent(3, 2000, 2000, 2002, true)],
-        usual_trip: Some(MS * 2),
         ..KeyQuota::default()
     };
     // The second goes by the answer to the last window's second; the third when the last
@@ -1123,50 +1121,6 @@ fn a_moving_windows_copy_carries_no_round_trip_and_no_late_timer_into_the_next_w
     q.sends.truncate(2);
     let start = 2000 * 31;
     assert_eq!(q.mirrored(), Some(Duration::from_millis(start + 2 + 43)));
-}
-
-#[test]
-fn a_request_sent_alone_that_the_server_held_is_copied_from_when_it_was_counted() {
-    let sent = |serial: u64, at: u64, answered: u64, alone: bool| Sent {
-        serial,
-        at: Duration::from_millis(at),
-        due: Duration::from_millis(at),
-        answered: Duration::from_millis(answered),
-        alone,
-    };
-    // Requests sent alone are answered 2 ms after they go; the last window's second, sent
-    // alone at 40 ms, was answered at 56 ms: the server held it 14 ms before it counted it,
-    // and its slot frees 14 ms later than its send says.
-    let mut q = KeyQuota {
-        moving: true,
-        previous_sends: vec![sent(0, 0, 2, true), sent(1, 40, 56, true)],
-        sends: vec![sent(2, 2000, 2002, true)],
-        usual_trip: Some(MS * 2),
-        ..KeyQuota::default()
-    };
-    assert_eq!(q.mirrored(), Some(MS * 2054));
-    // Not held (answered in the usual time): copied from its send.
-    q.previous_sends[1].answered = MS * 42;
-    assert_eq!(q.mirrored(), Some(MS * 2040));
-    // Not answered yet: nothing says it was held.
-    q.previous_sends[1].answered = MS * 40;
-    assert_eq!(q.mirrored(), Some(MS * 2040));
-}
-
-#[test]
-fn the_usual_round_trip_is_learned_from_requests_sent_alone_only() {
-    // A new key's first request goes alone: its round trip is the usual one.
-    let mut q = KeyQuota::new(true);
-    let stated = |left| info(10, left, secs(1), Some(secs(1)));
-    let first = reserve(&mut q, Duration::ZERO);
-    see(&mut q, MS * 4, first, false, &stated(9));
-    assert_eq!(q.usual_trip, Some(MS * 4));
-    // Requests sent beside others queue at the server: their round trips are not the usual.
-    let a = reserve(&mut q, MS * 5);
-    let b = reserve(&mut q, MS * 5);
-    see(&mut q, MS * 30, a, false, &stated(8));
-    see(&mut q, MS * 31, b, false, &stated(7));
-    assert_eq!(q.usual_trip, Some(MS * 4));
 }
 
 #[test]

@@ -97,7 +97,7 @@ impl KeyQuota {
         // that runs late costs time, not a 429.
         let counted = |sent: &Sent| {
             if self.moving {
-                sent.counted(self.usual_trip)
+                sent.counted()
             } else {
                 sent.answered
             }
