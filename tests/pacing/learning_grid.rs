@@ -380,9 +380,10 @@ async fn shapes_and_parameters_named_nowhere_else() {
         // A sliding log stated as Flask-Limiter states it, its server holding each request
         // up to 15 ms before counting it (and as long on the way back). A copy of the last
         // window that allowed for a held request as far as its answer took beyond the usual
-        // round trip (tried, reverted) drew 61 × 429 (28 late) here: answers that strayed by
+        // round trip (tried, reverted) drew 61 × 429 (18-28 late) at its worst phase in 3 of
+        // 7 sweeps here, 3 × 429 at 1.02-1.03 × in the others: answers that strayed by
         // chance carried their way back into each next window. 4 × 429, none late,
-        // 1.02-1.10 × (one sweep).
+        // 1.02-1.10 × in each of 11 sweeps (over the 1.05 at its worst phase).
         case(
             "held log 20/2s x",
             Shape::HeldLog(20, ms(2000), ms(15)),
