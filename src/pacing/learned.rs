@@ -96,12 +96,20 @@
 //!   was a bucket's burst, and the quota comes back at a rate. The key is handed over to the
 //!   `silent_rate` model, which bounds the rate by what was admitted between refusals (a
 //!   bucket that refuses is empty) and paces at it, one request at a time, drawing a refusal
-//!   now and then only while the bounds are more than 2% apart.
+//!   now and then only while the bounds are more than 2% apart;
+//! - a refusal inside a window that admitted two fewer than the first did, or fewer still,
+//!   when the refusals bound no one rate: a sliding window counter, which charges a burst on
+//!   into the next window (and may count refused requests too, as HAProxy's stick tables
+//!   do). The key is handed over to the `silent_pace` model, which sends evenly, one request
+//!   an interval, and searches the interval: each one proven by a quota and a half sent at it
+//!   with no refusal, the next tried a fifth shorter, then bisected against the one refused;
+//!   a proven interval refused later is the edge, and the pace settles 5% slower.
 //!
 //! So windows (fixed, from a client's first request, moving) settle on their quota and
 //! length, and rates (GCRA, leaky and token buckets) on a pace: with a burst, the rate the
 //! refusals bound; with none (nothing to tell a burst by), a quota of one a window whose
-//! length is the interval. The probes stop once the bounds meet, and the 429s of a long job's
+//! length is the interval; sliding window counters on an even pace. The probes stop once the
+//! bounds meet, and the 429s of a long job's
 //! second half are none or a few. A quota the server states, in any response, replaces every
 //! estimate.
 //!
@@ -122,8 +130,8 @@
 //!   second the quota frees (or, for a moving window, how long after its first request);
 //! - `rate`: how fast a stated quota frees when it comes back a little at a time;
 //! - `side`: the quotas stated beside the governing one;
-//! - `silent`, `silent_rate` and `fleet`: a server that states nothing, as windows, as a rate,
-//!   and learned by many processes as one;
+//! - `silent`, `silent_rate`, `silent_pace` and `fleet`: a server that states nothing, as
+//!   windows, as a rate, as an even pace, and learned by many processes as one;
 //! - `snapshot`: what the pacer shows of it all.
 
 use std::time::Duration;
@@ -973,6 +981,7 @@ mod phase;
 mod rate;
 mod side;
 mod silent;
+mod silent_pace;
 mod silent_rate;
 mod snapshot;
 mod span;

@@ -10,12 +10,16 @@
 //! A window that sustains at most half what the first admitted is a bucket's, whose first
 //! window was its burst: the key is handed over to the `silent_rate` model (see
 //! [`Silence::hand_over`]), which paces at the rate the refusals bound, and handed back if a
-//! refusal refutes it.
+//! refusal refutes it. Windows refused inside at clearly less than the first admitted, whose
+//! refusals bound no one rate, are a sliding window counter's, which charges each burst on
+//! into the next window: the key is handed over to the `silent_pace` model (see
+//! [`Silence::pace_evenly`]), which sends evenly at the fastest interval it proves.
 
 use std::time::Duration;
 
 use super::super::adaptive::Cubic;
 use super::Ticket;
+use super::silent_pace::SilentPace;
 use super::silent_rate::{LEAST_SPAN, SilentRate, span_bounds};
 
 /// The first pause after a bare throttle; each failed probe makes the next one longer.
@@ -102,6 +106,13 @@ pub(super) struct Silence {
     /// at a rate, and the pace is that rate's. The window model's own state stays as it was
     /// at the hand-over, for the hand-back.
     pub(super) rate: Option<Box<SilentRate>>,
+    /// Handed over for good: a later window admitted clearly less than the first, and the
+    /// refusals bound no one rate (a sliding window counter), so the pace is even, searched
+    /// by the `silent_pace` model (see [`Silence::pace_evenly`]).
+    pub(super) pace: Option<Box<SilentPace>>,
+    /// The window the first probes measured (from the first request to the first probe
+    /// admitted): an upper bound on the window.
+    first_window: Option<Duration>,
     /// Whether the server may still be a bucket.
     pub(super) bucket: Bucket,
 }
@@ -183,13 +194,15 @@ impl Silence {
             bucket_lo: 0.0,
             bucket_hi: f64::INFINITY,
             rate: None,
+            pace: None,
+            first_window: None,
             bucket: Bucket::Possible,
         }
     }
 
     /// The quota per window at `now`.
     pub(super) fn quota(&self, now: Duration) -> u64 {
-        if self.rate.is_some() {
+        if self.rate.is_some() || self.pace.is_some() {
             return 1;
         }
         let windows = self.windows_at(now);
@@ -207,6 +220,9 @@ impl Silence {
         if let Some(rate) = self.rate.as_deref() {
             return rate.known();
         }
+        if let Some(pace) = self.pace.as_deref() {
+            return pace.known();
+        }
         let bounded = self.window.is_some_and(|window| {
             window.saturating_sub(self.too_short) <= (window / 32).max(Duration::from_millis(2))
         });
@@ -215,9 +231,10 @@ impl Silence {
 
     /// The estimated window: for a key paced at a rate, the time one request takes to refill.
     pub(super) fn estimated_window(&self) -> Option<Duration> {
-        match self.rate.as_deref() {
-            Some(rate) => Some(rate.per_request()),
-            None => self.window,
+        match (self.rate.as_deref(), self.pace.as_deref()) {
+            (Some(rate), _) => Some(rate.per_request()),
+            (None, Some(pace)) => Some(pace.proven()),
+            (None, None) => self.window,
         }
     }
 
@@ -230,6 +247,12 @@ impl Silence {
     pub(super) fn admit(&mut self, now: Duration, cost: u64) -> SilentAdmission {
         if let Some(rate) = self.rate.as_deref_mut() {
             return match rate.admit(now) {
+                Some(at) => SilentAdmission::WaitUntil(at),
+                None => SilentAdmission::Go { alone: false },
+            };
+        }
+        if let Some(pace) = self.pace.as_deref_mut() {
+            return match pace.admit(now) {
                 Some(at) => SilentAdmission::WaitUntil(at),
                 None => SilentAdmission::Go { alone: false },
             };
@@ -310,6 +333,9 @@ impl Silence {
             rate.admitted(ticket.sent, now);
             return Learned::Counted;
         }
+        if self.pace.is_some() {
+            return Learned::Counted;
+        }
         if was_probe && let Some(probing) = self.probing.take() {
             if self.window.is_none() && probing.measured.max(self.admitted) == 0 {
                 return Learned::Nothing;
@@ -335,6 +361,7 @@ impl Silence {
             self.admitted = 1;
             if self.first_measured == 0 {
                 self.first_measured = measured;
+                self.first_window = Some(window);
             }
             // A whole window, counted: a floor. The curve restarts from the throttle as after
             // any other, so it probes above the floor only once it has climbed back to it (K
@@ -378,10 +405,15 @@ impl Silence {
             }
             return self.hand_back(now, ticket);
         }
+        if let Some(pace) = self.pace.as_deref_mut() {
+            return pace.refused(ticket.sent, now);
+        }
         let anchor = *self.anchor.get_or_insert(ticket.sent);
         self.bound_bucket(now, ticket.sent, anchor);
         if self.probing.is_none()
-            && let Some(pause) = self.hand_over(now, ticket)
+            && let Some(pause) = self
+                .hand_over(now, ticket)
+                .or_else(|| self.pace_evenly(now))
         {
             return pause;
         }
@@ -508,6 +540,9 @@ impl Silence {
         if let Some(pause) = self.hand_over(now, ticket) {
             return pause;
         }
+        if let Some(pause) = self.pace_evenly(now) {
+            return pause;
+        }
         self.floor = measured;
         self.floor_window = Some(self.window_start);
         self.curve.throttled(measured as f64, self.windows_at(now));
@@ -542,6 +577,7 @@ impl Silence {
             .saturating_sub(now)
             .max(Duration::from_millis(1));
         tracing::debug!(
+            at_ms = now.as_millis() as u64,
             first = self.first_measured,
             sustained,
             per_request_ms = rate.per_request().as_secs_f64() * 1e3,
@@ -550,6 +586,40 @@ impl Silence {
         self.unproven = false;
         self.probing = None;
         self.rate = Some(Box::new(rate));
+        Some(pause)
+    }
+
+    /// Windows sustain clearly less than the first one admitted (two fewer at least, and at
+    /// most nine tenths of it), and the refusals bound no one rate: no bucket, but a limiter
+    /// that charges a burst on into the next window (a sliding window counter, whose later
+    /// bursts the paused-clock sweeps saw refused at 55-90% of its first). A fixed window or
+    /// a sliding log refused inside a window is refused at its whole quota. The key is handed
+    /// over to the `silent_pace` model for good, starting at the first window measured over
+    /// what it admitted (an upper bound on the interval at the limit). Returns the pause it
+    /// asks.
+    fn pace_evenly(&mut self, now: Duration) -> Option<Duration> {
+        let sustained = self.ceiling.unwrap_or(u64::MAX).min(self.quota(now));
+        if self.bucket != Bucket::NoOneRate
+            || self.first_measured < 3
+            || sustained.saturating_mul(10) > self.first_measured.saturating_mul(9)
+            || sustained.saturating_add(2) > self.first_measured
+        {
+            return None;
+        }
+        let window = self.first_window?;
+        let interval = window / u32::try_from(self.first_measured).unwrap_or(u32::MAX);
+        tracing::debug!(
+            at_ms = now.as_millis() as u64,
+            first = self.first_measured,
+            sustained,
+            interval_ms = interval.as_secs_f64() * 1e3,
+            "pacing: a silent server charges bursts on (no bucket, no window): paced evenly"
+        );
+        let pace = SilentPace::new(interval, self.first_measured, now);
+        let pause = pace.pause(now);
+        self.unproven = false;
+        self.probing = None;
+        self.pace = Some(Box::new(pace));
         Some(pause)
     }
 

@@ -1249,6 +1249,46 @@ fn a_silent_sliding_counter_on_the_clock_is_never_taken_for_a_bucket() {
     );
 }
 
+/// A sliding window counter on the clock, `limit` per `window` seconds: this window's count
+/// and the last one's weighed by how much of it the sliding window still covers. With
+/// `counts_refused`, a refused request is counted too (HAProxy's stick table `http_req_rate`).
+fn sliding_counter(limit: f64, window: f64, counts_refused: bool) -> impl FnMut(Duration) -> bool {
+    let mut counts: Vec<f64> = Vec::new();
+    move |now: Duration| {
+        let at = now.as_secs_f64();
+        let index = (at / window) as usize;
+        counts.resize(counts.len().max(index + 1), 0.0);
+        let last = if index > 0 { counts[index - 1] } else { 0.0 };
+        let weight = 1.0 - (at - index as f64 * window) / window;
+        let admitted = last * weight + counts[index] + 1.0 <= limit;
+        if admitted || counts_refused {
+            counts[index] += 1.0;
+        }
+        admitted
+    }
+}
+
+#[test]
+fn a_silent_counter_that_counts_refused_requests_is_paced_evenly_close_to_its_limit() {
+    let mut q = KeyQuota::new(true);
+    let mut counter = sliding_counter(20.0, 2.0, true);
+    let sent = drive_silently(&mut q, &mut counter, secs(60));
+    let silence = q.silence.as_deref().expect("a silent model");
+    assert!(silence.pace.is_some(), "handed over to the even pace");
+    assert!(silence.rate.is_none(), "not taken for a bucket");
+    assert!(silence.settled(), "the pace's search has ended");
+    let (refused, late, admitted_late) = tally(&sent);
+    // Measured (no jitter here): 11 refusals, 2 in the second half, 277 admitted in it. 30 s
+    // at the limit is 300; at one a window fewer, which a counter's rounding lets through
+    // every time, 285.
+    assert!(refused <= 12, "{refused} refusals in 60 s");
+    assert!(late <= 2, "{late} refusals in the second half");
+    assert!(
+        admitted_late >= 270,
+        "{admitted_late} admitted in the second half"
+    );
+}
+
 /// Answers `tickets` at `now`, in order, each stating one fewer left than the last (`left`
 /// for the first), the window ending at `end` (a Unix second).
 fn answer_counting_down(

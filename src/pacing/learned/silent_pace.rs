@@ -1,0 +1,359 @@
+//! A silent server that punishes bursts: a sliding window counter (HAProxy's stick table
+//! `http_req_rate`, the `limits` library's sliding-window counter), paced evenly at the
+//! fastest interval it has been seen to sustain.
+//!
+//! A counter weighs the last window's count by how much of it the sliding window still
+//! covers, so a burst at a window's start is charged again through most of the next window:
+//! bursts of a window's quota are refused part-way, at counts that change from one window to
+//! the next, and its refusals bound no one rate (it is no bucket). Sent evenly, one request
+//! every `W / L`, it never holds more than its limit `L`: an even pace is what it admits, and
+//! what every other windowed limiter admits too.
+//!
+//! So the model keeps one interval proven (sustained, with no refusal, for as long as it takes
+//! to send half again a quota's worth at it: one window of the counter at its limit) and one
+//! known too short (a refusal came while it was tried). Until a refusal bounds it from below,
+//! each proven interval is followed by a trial a fifth shorter; then by the midpoint of the two,
+//! until they are [`KNOWN_WITHIN`] apart, when the trials stop and the pace stays at the proven
+//! interval. A refusal pauses the pace for two intervals (a limiter that counts refused requests
+//! holds one more), and a refusal at the proven interval itself, outside a trial, lengthens it
+//! by a tenth and marks it too short.
+//!
+//! The window model of the `silent` module hands a key over (see `Silence::pace_evenly`) when
+//! a window admits at most half its first burst and the refusals bound no one rate; the
+//! first interval is the first window measured over what it admitted, an upper bound a counter
+//! that counts refused requests makes longer still.
+
+use std::time::Duration;
+
+/// The proven and the refused intervals are this close (as a share of the proven): no more
+/// trials.
+pub(super) const KNOWN_WITHIN: f64 = 0.02;
+/// A trial before any refusal: this much shorter than the proven interval.
+const FIRST_STEP: f64 = 0.8;
+/// How many quotas' worth of requests a trial sends before it is proven.
+const PROOF_QUOTAS: f64 = 1.5;
+/// The shortest proof.
+const LEAST_PROOF: Duration = Duration::from_millis(500);
+/// How many intervals the pace waits after a refusal.
+const PAUSE_INTERVALS: u32 = 2;
+/// How much a refusal soon after another lengthens the interval.
+const BACK_OFF: f64 = 1.1;
+/// How much a refusal at an interval proven before lengthens it, for good.
+const SETTLE_MARGIN: f64 = 1.05;
+
+/// An even pace, searched between an interval proven and one refused.
+#[derive(Debug, Clone)]
+pub(super) struct SilentPace {
+    /// The interval sustained over a whole proof with no refusal.
+    ok: Duration,
+    /// The longest interval a refusal came at.
+    too_short: Option<Duration>,
+    /// The interval on trial, if any, since `from`.
+    trying: Option<Duration>,
+    /// When the current interval (trial or proven) began.
+    from: Duration,
+    /// How many requests a quota holds (what the first window admitted).
+    quota: u64,
+    /// When our last request went.
+    last_sent: Option<Duration>,
+    /// No request goes before this (the pause after a refusal).
+    paused_until: Duration,
+    /// When the last refusal came (or the hand-over).
+    refused_at: Duration,
+    /// A proven pace was refused later on: the edge is just below it, and no trial goes
+    /// again.
+    settled: bool,
+}
+
+impl SilentPace {
+    /// Starts at `interval`, a quota being `quota` requests, after a refusal at `now`: the
+    /// first request waits as after any refusal.
+    pub(super) fn new(interval: Duration, quota: u64, now: Duration) -> SilentPace {
+        let ok = interval.max(Duration::from_millis(1));
+        SilentPace {
+            ok,
+            too_short: None,
+            trying: None,
+            from: now,
+            quota: quota.max(1),
+            last_sent: Some(now),
+            paused_until: now.saturating_add(ok * PAUSE_INTERVALS),
+            refused_at: now,
+            settled: false,
+        }
+    }
+
+    /// The pause left at `now` before the next request may go.
+    pub(super) fn pause(&self, now: Duration) -> Duration {
+        self.paused_until
+            .saturating_sub(now)
+            .max(Duration::from_millis(1))
+    }
+
+    /// The interval the pace keeps now.
+    pub(super) fn interval(&self) -> Duration {
+        self.trying.unwrap_or(self.ok)
+    }
+
+    /// The interval proven.
+    pub(super) fn proven(&self) -> Duration {
+        self.ok
+    }
+
+    /// Whether the edge is known: the proven and the refused intervals are close enough that
+    /// no refusal is worth drawing.
+    pub(super) fn known(&self) -> bool {
+        self.settled
+            || self.too_short.is_some_and(|short| {
+                self.ok.as_secs_f64() <= short.as_secs_f64() * (1.0 + KNOWN_WITHIN)
+            })
+    }
+
+    /// How long an interval goes unrefused before it is proven.
+    fn proof(&self, interval: Duration) -> Duration {
+        interval
+            .mul_f64(self.quota as f64 * PROOF_QUOTAS)
+            .max(LEAST_PROOF)
+    }
+
+    /// The next interval to try after `ok` is proven, if the edge is not yet known.
+    fn next_trial(&self) -> Option<Duration> {
+        if self.known() {
+            return None;
+        }
+        let next = match self.too_short {
+            None => self.ok.mul_f64(FIRST_STEP),
+            Some(short) => (self.ok + short) / 2,
+        };
+        (next < self.ok).then_some(next)
+    }
+
+    /// When the next request may go: `None` now (it is counted as sent), or the instant.
+    pub(super) fn admit(&mut self, now: Duration) -> Option<Duration> {
+        if now < self.paused_until {
+            return Some(self.paused_until);
+        }
+        let interval = self.interval();
+        if now >= self.from.saturating_add(self.proof(interval)) {
+            // Sustained for a whole proof without a refusal: proven, and the next trial begins.
+            self.ok = interval;
+            self.trying = self.next_trial();
+            self.from = now;
+            tracing::trace!(
+                at_ms = now.as_millis() as u64,
+                proven_ms = interval.as_secs_f64() * 1e3,
+                trying_ms = self.trying.map(|t| t.as_secs_f64() * 1e3),
+                "pacing: an even pace proven"
+            );
+        }
+        if let Some(last) = self.last_sent {
+            let at = last.saturating_add(self.interval());
+            if at > now {
+                return Some(at);
+            }
+        }
+        self.last_sent = Some(now);
+        None
+    }
+
+    /// A request sent at `sent` was refused, answered at `now`. Returns the pause before the
+    /// next request.
+    pub(super) fn refused(&mut self, sent: Duration, now: Duration) -> Duration {
+        if sent < self.paused_until {
+            // Sent before the last refusal's pause was decided: the same news again.
+            return self.pause(now);
+        }
+        match self.trying.take() {
+            // The trial was too fast.
+            Some(trial) if sent >= self.from => {
+                self.too_short = Some(self.too_short.map_or(trial, |short| short.max(trial)));
+            }
+            // The proven pace itself was refused, after a whole proof at it with none: a
+            // counter charges a pace a little too fast only slowly, more slowly than a proof
+            // shows, so the edge is just above it. Slower by a margin, and no more trials.
+            _ if now.saturating_sub(self.refused_at) >= self.proof(self.ok) => {
+                self.too_short = Some(self.ok);
+                self.ok = self.ok.mul_f64(SETTLE_MARGIN);
+                self.settled = true;
+            }
+            // Refused again soon after a refusal (or the hand-over): what the limiter still
+            // holds from before, which says nothing of the pace but that it should rest.
+            // Slower, and nothing is marked too short.
+            _ => self.ok = self.ok.mul_f64(BACK_OFF),
+        }
+        self.refused_at = now;
+        self.from = now;
+        self.paused_until = now.saturating_add(self.ok * PAUSE_INTERVALS);
+        tracing::trace!(
+            at_ms = now.as_millis() as u64,
+            proven_ms = self.ok.as_secs_f64() * 1e3,
+            too_short_ms = self.too_short.map(|t| t.as_secs_f64() * 1e3),
+            "pacing: an even pace refused"
+        );
+        self.last_sent = Some(now);
+        self.pause(now)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MS: Duration = Duration::from_millis(1);
+
+    /// A sliding window counter on the clock: `limit` per `window`, the last window's count
+    /// weighed by the part of it the sliding window still covers; refused requests counted
+    /// too if `counts_refused` (HAProxy's stick table).
+    struct Counter {
+        limit: f64,
+        window: f64,
+        counts: Vec<f64>,
+        counts_refused: bool,
+    }
+
+    impl Counter {
+        fn take(&mut self, now: Duration) -> bool {
+            let at = now.as_secs_f64();
+            let index = (at / self.window) as usize;
+            self.counts.resize(self.counts.len().max(index + 1), 0.0);
+            let into = at / self.window - index as f64;
+            let before = if index > 0 {
+                self.counts[index - 1]
+            } else {
+                0.0
+            };
+            let estimate = self.counts[index] + before * (1.0 - into) + 1.0;
+            let admitted = estimate <= self.limit;
+            if admitted || self.counts_refused {
+                self.counts[index] += 1.0;
+            }
+            admitted
+        }
+    }
+
+    /// Drives `pace` against `counter` from `from` for `length`, one request at a time
+    /// answered 2 ms after it went; returns the refusals and the admissions.
+    fn drive(
+        pace: &mut SilentPace,
+        counter: &mut Counter,
+        from: Duration,
+        length: Duration,
+    ) -> (u64, u64) {
+        let (mut refused, mut admitted) = (0, 0);
+        let mut now = from;
+        while now < from + length {
+            match pace.admit(now) {
+                Some(at) => now = at,
+                None => {
+                    let sent = now;
+                    now += 2 * MS;
+                    if counter.take(sent) {
+                        admitted += 1;
+                    } else {
+                        refused += 1;
+                        now += pace.refused(sent, now);
+                    }
+                }
+            }
+        }
+        (refused, admitted)
+    }
+
+    fn counter(limit: f64, window: f64, counts_refused: bool) -> Counter {
+        Counter {
+            limit,
+            window,
+            counts: Vec::new(),
+            counts_refused,
+        }
+    }
+
+    #[test]
+    fn a_counter_counting_refused_requests_is_paced_close_to_its_limit_and_refusals_stop() {
+        // 20 per 2 s: 100 ms a request at the limit. Handed over at 180 ms a request.
+        let mut counter = counter(20.0, 2.0, true);
+        let mut pace = SilentPace::new(180 * MS, 20, Duration::ZERO);
+        let (early, _) = drive(
+            &mut pace,
+            &mut counter,
+            Duration::ZERO,
+            Duration::from_secs(40),
+        );
+        assert!(pace.known(), "not known after 40 s: {pace:?}");
+        assert!(early <= 6, "{early} refusals in the first 40 s");
+        let (late, admitted) = drive(
+            &mut pace,
+            &mut counter,
+            Duration::from_secs(40),
+            Duration::from_secs(60),
+        );
+        assert_eq!(late, 0, "refusals once the edge is known");
+        // 60 s at 10 a second is 600; the proven interval is within 2% of the edge, or a
+        // back-off of a tenth above it.
+        assert!(admitted >= 540, "{admitted} admitted in 60 s");
+    }
+
+    #[test]
+    fn a_counter_that_counts_only_admissions_is_paced_close_to_its_limit() {
+        let mut counter = counter(10.0, 1.0, false);
+        let mut pace = SilentPace::new(250 * MS, 10, Duration::ZERO);
+        let (early, _) = drive(
+            &mut pace,
+            &mut counter,
+            Duration::ZERO,
+            Duration::from_secs(30),
+        );
+        assert!(early <= 6, "{early} refusals in the first 30 s");
+        let (late, admitted) = drive(
+            &mut pace,
+            &mut counter,
+            Duration::from_secs(30),
+            Duration::from_secs(60),
+        );
+        assert_eq!(late, 0, "refusals in the next 60 s");
+        // A counter's estimate is a whole count weighed by a fraction, so at an even pace at
+        // its limit it goes over now and then: a pace that stays clear keeps to one request a
+        // window fewer, 9 a second here (540 in 60 s). Measured: 533.
+        assert!(admitted >= 525, "{admitted} admitted in 60 s");
+    }
+
+    #[test]
+    fn a_trial_is_proven_only_after_half_again_a_quota_at_it() {
+        let mut pace = SilentPace::new(200 * MS, 10, Duration::ZERO);
+        // Handed over at a refusal: two intervals' pause first. The first interval is proven
+        // after 10 × 1.5 of it (3 s); only then the first trial.
+        assert_eq!(pace.admit(Duration::ZERO), Some(400 * MS));
+        assert_eq!(pace.admit(400 * MS), None);
+        assert_eq!(pace.admit(500 * MS), Some(600 * MS));
+        assert_eq!(pace.admit(2_800 * MS), None);
+        assert_eq!(pace.interval(), 200 * MS);
+        assert_eq!(pace.admit(3_000 * MS), None);
+        assert_eq!(pace.interval(), 160 * MS, "a fifth shorter");
+        // Refused during the trial: the trial is too short, the pace back at the proven one
+        // after two of its intervals, and the next trial at the midpoint.
+        let pause = pace.refused(3_160 * MS, 3_162 * MS);
+        assert_eq!(pause, 400 * MS);
+        assert_eq!(pace.interval(), 200 * MS);
+        assert_eq!(pace.admit(3_300 * MS), Some(3_562 * MS));
+        assert_eq!(pace.admit(3_562 * MS), None);
+        assert_eq!(pace.admit(3_562 * MS + 3_000 * MS), None);
+        assert_eq!(pace.interval(), 180 * MS, "the midpoint of 200 and 160 ms");
+    }
+
+    #[test]
+    fn a_refusal_at_the_proven_pace_slows_it() {
+        let mut pace = SilentPace::new(100 * MS, 10, Duration::ZERO);
+        assert_eq!(pace.admit(200 * MS), None);
+        assert_eq!(pace.refused(200 * MS, 202 * MS), 220 * MS);
+        assert_eq!(pace.proven(), 110 * MS);
+        assert!(!pace.known(), "110 ms against 100 refused is 10% apart");
+    }
+
+    #[test]
+    fn trials_stop_once_the_bounds_are_within_two_percent() {
+        let mut pace = SilentPace::new(101 * MS, 10, Duration::ZERO);
+        pace.too_short = Some(100 * MS);
+        assert!(pace.known());
+        assert_eq!(pace.next_trial(), None);
+    }
+}
