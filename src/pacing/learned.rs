@@ -109,9 +109,8 @@
 //! length, and rates (GCRA, leaky and token buckets) on a pace: with a burst, the rate the
 //! refusals bound; with none (nothing to tell a burst by), a quota of one a window whose
 //! length is the interval; sliding window counters on an even pace. The probes stop once the
-//! bounds meet, and the 429s of a long job's
-//! second half are none or a few. A quota the server states, in any response, replaces every
-//! estimate.
+//! bounds meet, and the 429s of a long job's second half are none or a few. A quota the
+//! server states, in any response, replaces every estimate.
 //!
 //! # Where each part lives
 //!
