@@ -564,6 +564,31 @@ async fn shapes_and_parameters_named_nowhere_else() {
             4,
             1.75,
         ),
+        // HAProxy's stick table (a sliding window counter counting refused requests too),
+        // paced evenly by the `silent_pace` model: over the issue's bars still (see
+        // `known_failures`), held here so that it does not go back to 1.3-1.9 × (20 per 2 s)
+        // or 38 × 429 (10 per 1 s behind a static `Retry-After: 1`). Measured over 11
+        // sweeps: 10-13 × 429 (2-4 late), 1.12-1.18 ×; 12-15 × 429 (2-4 late), 1.12-1.37 ×.
+        case(
+            "haproxy counter 20/2s silent (guard)",
+            Shape::Counting(20, ms(2000)),
+            Says::Silent,
+            520,
+            10,
+            16,
+            6,
+            1.25,
+        ),
+        case(
+            "haproxy counter 10/1s ra1 (guard)",
+            Shape::Counting(10, ms(1000)),
+            Says::RetryAfter,
+            500,
+            10,
+            19,
+            6,
+            1.5,
+        ),
         case(
             "silent fixed 10/1s 1 task",
             Shape::Fixed(10, ms(1000)),
@@ -613,28 +638,32 @@ async fn shapes_and_parameters_named_nowhere_else() {
 /// known_failures -- --include-ignored --nocapture`.
 /// - HAProxy's stick table (`http_req_rate`: a sliding window counter that counts refused
 ///   requests too, its periods from the server's start), silent or with a static
-///   `Retry-After: 1`: 10 per 1 s with the `Retry-After`, 38-39 × 429 (16 late), 1.44-2.05 ×
-///   the minimum in 2 sweeps; 20 per 2 s, bare, 12-13 × 429, 1.32-1.88 ×. Real HAProxy 2.6
-///   (`scripts/acceptance.sh --panel --only haproxy-10per1s-ra1`): 19 × 429, 1.53 ×. The
-///   silent model copies each window's send times into the next (for a sliding log), and
-///   the probe pauses of its first window (250 ms, ×1.5) are copied on: each window's
-///   requests bunch at its end, which a counter at its rate refuses, and each refusal keeps
-///   the window unproven. Spreading a window's requests evenly over it, or lowering the
-///   ceiling when a window is refused at it again, each alone or both, did not help
-///   (1.27-1.84 ×, 18-58 × 429): the estimates themselves (quota and window) are off.
+///   `Retry-After: 1`. Before the `silent_pace` model (an even pace for a silent counter):
+///   10 per 1 s with the `Retry-After`, 38-39 × 429 (16 late), 1.44-2.05 × the minimum in 2
+///   sweeps; 20 per 2 s, bare, 12-13 × 429, 1.32-1.88 × (the window model's bursts are charged
+///   on into the next window, and its estimates of quota and window drift low). With it, over
+///   11 sweeps: 12-15 × 429 (2-4 late), 1.12-1.37 ×; and 10-13 × 429 (2-4 late), 1.12-1.18 ×.
+///   An even pace at the limit takes N / (N - L) of the minimum (1.04 × for 520 at 20 per
+///   2 s) and a counter's rounding asks one request a window fewer: the search and its
+///   refusals (each one a second's pause behind the `Retry-After`) cost the rest. Real
+///   HAProxy 2.6 (`scripts/acceptance.sh --panel --only haproxy-20per2s,haproxy-10per1s-ra1`):
+///   1.136-1.139 × with 10-11 × 429, and 1.292-1.306 × with 13-14 × 429.
 /// - A stated token bucket of 5 per second with a burst of 1 in IETF headers: 0 × 429 but
 ///   5.1 × the minimum: the mock states `q=1;w=1` (its window, 200 ms, rounded up to a whole
 ///   second), and the client keeps to the stated window.
 /// - A sliding log of 12 per 1.2 s in IETF headers: 0-1 × 429, 1.69-1.72 × (the window is
 ///   stated as 2 s, rounded up, and the client keeps to it: the `span` module learns how
 ///   long a rounded-up fixed window lasts, not a moving one).
-/// - A silent sliding counter of 20 per 2 s: 18-25 × 429 and, from one sweep to the next, 1.15
-///   to 1.43 × the minimum at its worst phase.
+/// - A silent sliding counter of 20 per 2 s: 15-20 × 429 (1-3 late) and, from one sweep to the
+///   next, 1.08 to 1.24 × the minimum at its worst phase (6 sweeps; 18-25 × 429 and 1.15-1.43 ×
+///   before the `silent_pace` model). Its bursts are refused at a tenth of the first one's,
+///   which looks like a bucket: the key goes to the rate model or stays with the windows.
 /// - A fixed window of 10 per 1 s behind a static `Retry-After: 1`: 14-18 × 429, 1.04-1.12 ×
 ///   in 11 sweeps, then 1.335 × at one phase in a CI run (a heavy tail: the pauses it asks are
 ///   as long as the window).
-/// - A silent sliding counter of 15 per 2 s (400 requests): 22 × 429, 1.04-1.25 × (real
-///   Flask-Limiter's `sliding-window-counter` with headers off: 14 × 429, 1.068 ×).
+/// - A silent sliding counter of 15 per 2 s (400 requests): 14-22 × 429, 1.09-1.29 × at its
+///   worst phase in 6 sweeps (22 × 429, 1.04-1.25 × before; real Flask-Limiter's
+///   `sliding-window-counter` with headers off: 14 × 429, 1.068 ×).
 #[tokio::test(start_paused = true)]
 #[ignore = "known failures (issue 17): see the doc comment for what each measures"]
 async fn known_failures() {
