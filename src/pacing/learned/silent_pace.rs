@@ -6,22 +6,26 @@
 //! covers, so a burst at a window's start is charged again through most of the next window:
 //! bursts of a window's quota are refused part-way, at counts that change from one window to
 //! the next, and its refusals bound no one rate (it is no bucket). Sent evenly, one request
-//! every `W / L`, it never holds more than its limit `L`: an even pace is what it admits, and
-//! what every other windowed limiter admits too.
+//! every `W / L`, it holds no more than its limit `L` (give or take the rounding of a count
+//! weighed by a fraction: one request a window fewer stays clear of it): an even pace is what
+//! it admits, and what every other windowed limiter admits too.
 //!
 //! So the model keeps one interval proven (sustained, with no refusal, for as long as it takes
 //! to send half again a quota's worth at it: one window of the counter at its limit) and one
 //! known too short (a refusal came while it was tried). Until a refusal bounds it from below,
-//! each proven interval is followed by a trial a fifth shorter; then by the midpoint of the two,
-//! until they are [`KNOWN_WITHIN`] apart, when the trials stop and the pace stays at the proven
-//! interval. A refusal pauses the pace for two intervals (a limiter that counts refused requests
-//! holds one more), and a refusal at the proven interval itself, outside a trial, lengthens it
-//! by a tenth and marks it too short.
+//! each proven interval is followed by a trial a fifth shorter; then by the midpoint of the
+//! two, until they are [`KNOWN_WITHIN`] apart, when the trials stop and the pace stays at the
+//! proven interval. A refusal pauses the pace for two intervals (a limiter that counts refused
+//! requests holds one more). A proven interval refused later, a whole proof after the last
+//! refusal, was too fast by less than a proof can show (a counter charges a slight excess only
+//! slowly): it is marked too short, the pace settles 5% slower, and no trial goes again. A
+//! refusal sooner than that after another (or after the hand-over) is what the limiter still
+//! holds from before: the pace slows by a tenth, and nothing is marked.
 //!
 //! The window model of the `silent` module hands a key over (see `Silence::pace_evenly`) when
-//! a window admits at most half its first burst and the refusals bound no one rate; the
-//! first interval is the first window measured over what it admitted, an upper bound a counter
-//! that counts refused requests makes longer still.
+//! a window is refused inside at two fewer than its first burst or less, and the refusals
+//! bound no one rate; the first interval is the first window measured over what it admitted,
+//! an upper bound a counter that counts refused requests makes longer still.
 
 use std::time::Duration;
 
