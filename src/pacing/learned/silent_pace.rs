@@ -345,12 +345,37 @@ mod tests {
     }
 
     #[test]
-    fn a_refusal_at_the_proven_pace_slows_it() {
+    fn a_refusal_soon_after_the_hand_over_slows_the_pace_and_marks_nothing() {
         let mut pace = SilentPace::new(100 * MS, 10, Duration::ZERO);
         assert_eq!(pace.admit(200 * MS), None);
+        // 202 ms after the hand-over, sooner than a proof (1.5 s): what the limiter still
+        // holds. A tenth slower, paused two of the new intervals, nothing too short.
         assert_eq!(pace.refused(200 * MS, 202 * MS), 220 * MS);
         assert_eq!(pace.proven(), 110 * MS);
-        assert!(!pace.known(), "110 ms against 100 refused is 10% apart");
+        assert_eq!(pace.too_short, None);
+        assert!(!pace.known());
+    }
+
+    #[test]
+    fn a_proven_pace_refused_a_proof_later_settles_a_twentieth_slower_for_good() {
+        // The search has ended: 100 ms proven, 99 ms refused, within 2%.
+        let mut pace = SilentPace::new(100 * MS, 10, Duration::ZERO);
+        pace.too_short = Some(99 * MS);
+        assert!(pace.known());
+        assert_eq!(pace.admit(1_500 * MS), None);
+        assert_eq!(pace.interval(), 100 * MS, "no trial once known");
+        // A request at the proven pace refused, a whole proof (1.5 s) after the last refusal:
+        // the edge is just above 100 ms.
+        pace.refused(1_500 * MS, 1_502 * MS);
+        assert_eq!(pace.too_short, Some(100 * MS));
+        assert_eq!(pace.proven(), 105 * MS);
+        assert!(pace.known(), "settled");
+        assert_eq!(pace.next_trial(), None);
+        // Refused so again, much later: a twentieth slower again, still no trial.
+        assert_eq!(pace.admit(10 * 1_000 * MS), None);
+        pace.refused(10 * 1_000 * MS, 10 * 1_000 * MS + 2 * MS);
+        assert_eq!(pace.proven(), (105 * MS).mul_f64(SETTLE_MARGIN));
+        assert_eq!(pace.next_trial(), None);
     }
 
     #[test]
