@@ -20,8 +20,7 @@
 //! refusal, was too fast by less than a proof can show (a counter charges a slight excess only
 //! slowly): it is marked too short, the pace settles 5% slower, and no trial goes again. A
 //! refusal sooner than that after another (or after the hand-over) is what the limiter still
-//! holds from before, or a first interval too fast (the first window of a counter that frees
-//! gradually ends early): the pace slows by half, and nothing is marked.
+//! holds from before: the pace slows by a tenth, and nothing is marked.
 //!
 //! The window model of the `silent` module hands a key over (see `Silence::pace_evenly`) when
 //! a window is refused inside at two fewer than its first burst or less, and the refusals
@@ -41,8 +40,8 @@ const PROOF_QUOTAS: f64 = 1.5;
 const LEAST_PROOF: Duration = Duration::from_millis(500);
 /// How many intervals the pace waits after a refusal.
 const PAUSE_INTERVALS: u32 = 2;
-/// How much a refusal soon after another (or the hand-over) lengthens the interval.
-const BACK_OFF: f64 = 1.5;
+/// How much a refusal soon after another lengthens the interval.
+const BACK_OFF: f64 = 1.1;
 /// How much a refusal at an interval proven before lengthens it, for good.
 const SETTLE_MARGIN: f64 = 1.05;
 
@@ -182,9 +181,8 @@ impl SilentPace {
                 self.settled = true;
             }
             // Refused again soon after a refusal (or the hand-over): what the limiter still
-            // holds from before, or a first interval too fast (a counter that frees gradually
-            // ends its first window early). Half slower, and nothing is marked too short: a
-            // tenth took ten refusals to climb from a first interval 2.5 times too fast.
+            // holds from before, which says nothing of the pace but that it should rest.
+            // Slower, and nothing is marked too short.
             _ => self.ok = self.ok.mul_f64(BACK_OFF),
         }
         self.refused_at = now;
@@ -295,7 +293,7 @@ mod tests {
         );
         assert_eq!(late, 0, "refusals once the edge is known");
         // 60 s at 10 a second is 600; the proven interval is within 2% of the edge, or a
-        // settling a twentieth above it.
+        // back-off of a tenth above it.
         assert!(admitted >= 540, "{admitted} admitted in 60 s");
     }
 
@@ -351,10 +349,9 @@ mod tests {
         let mut pace = SilentPace::new(100 * MS, 10, Duration::ZERO);
         assert_eq!(pace.admit(200 * MS), None);
         // 202 ms after the hand-over, sooner than a proof (1.5 s): what the limiter still
-        // holds, or a first interval too fast. Half slower, paused two of the new intervals,
-        // nothing too short.
-        assert_eq!(pace.refused(200 * MS, 202 * MS), 300 * MS);
-        assert_eq!(pace.proven(), 150 * MS);
+        // holds. A tenth slower, paused two of the new intervals, nothing too short.
+        assert_eq!(pace.refused(200 * MS, 202 * MS), 220 * MS);
+        assert_eq!(pace.proven(), 110 * MS);
         assert_eq!(pace.too_short, None);
         assert!(!pace.known());
     }
