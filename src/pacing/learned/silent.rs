@@ -540,6 +540,12 @@ impl Silence {
         if let Some(pause) = self.hand_over(now, ticket) {
             return pause;
         }
+        tracing::debug!(
+            measured,
+            first = self.first_measured,
+            bucket = ?self.bucket,
+            "pacing: a silent window refused inside"
+        );
         if let Some(pause) = self.pace_evenly(now) {
             return pause;
         }

@@ -199,47 +199,42 @@ impl SilentPace {
     }
 }
 
+/// A sliding window counter on the clock for the silent models' tests: `limit` per `window`
+/// seconds, this window's count and the last one's weighed by how much of it the sliding
+/// window still covers. With `counts_refused`, a refused request is counted too (HAProxy's
+/// stick table `http_req_rate`).
+#[cfg(test)]
+pub(super) fn sliding_counter(
+    limit: f64,
+    window: f64,
+    counts_refused: bool,
+) -> impl FnMut(Duration) -> bool {
+    let mut counts: Vec<f64> = Vec::new();
+    move |now: Duration| {
+        let at = now.as_secs_f64();
+        let index = (at / window) as usize;
+        counts.resize(counts.len().max(index + 1), 0.0);
+        let last = if index > 0 { counts[index - 1] } else { 0.0 };
+        let weight = 1.0 - (at - index as f64 * window) / window;
+        let admitted = last * weight + counts[index] + 1.0 <= limit;
+        if admitted || counts_refused {
+            counts[index] += 1.0;
+        }
+        admitted
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     const MS: Duration = Duration::from_millis(1);
 
-    /// A sliding window counter on the clock: `limit` per `window`, the last window's count
-    /// weighed by the part of it the sliding window still covers; refused requests counted
-    /// too if `counts_refused` (HAProxy's stick table).
-    struct Counter {
-        limit: f64,
-        window: f64,
-        counts: Vec<f64>,
-        counts_refused: bool,
-    }
-
-    impl Counter {
-        fn take(&mut self, now: Duration) -> bool {
-            let at = now.as_secs_f64();
-            let index = (at / self.window) as usize;
-            self.counts.resize(self.counts.len().max(index + 1), 0.0);
-            let into = at / self.window - index as f64;
-            let before = if index > 0 {
-                self.counts[index - 1]
-            } else {
-                0.0
-            };
-            let estimate = self.counts[index] + before * (1.0 - into) + 1.0;
-            let admitted = estimate <= self.limit;
-            if admitted || self.counts_refused {
-                self.counts[index] += 1.0;
-            }
-            admitted
-        }
-    }
-
     /// Drives `pace` against `counter` from `from` for `length`, one request at a time
     /// answered 2 ms after it went; returns the refusals and the admissions.
     fn drive(
         pace: &mut SilentPace,
-        counter: &mut Counter,
+        counter: &mut impl FnMut(Duration) -> bool,
         from: Duration,
         length: Duration,
     ) -> (u64, u64) {
@@ -251,7 +246,7 @@ mod tests {
                 None => {
                     let sent = now;
                     now += 2 * MS;
-                    if counter.take(sent) {
+                    if counter(sent) {
                         admitted += 1;
                     } else {
                         refused += 1;
@@ -263,19 +258,10 @@ mod tests {
         (refused, admitted)
     }
 
-    fn counter(limit: f64, window: f64, counts_refused: bool) -> Counter {
-        Counter {
-            limit,
-            window,
-            counts: Vec::new(),
-            counts_refused,
-        }
-    }
-
     #[test]
     fn a_counter_counting_refused_requests_is_paced_close_to_its_limit_and_refusals_stop() {
         // 20 per 2 s: 100 ms a request at the limit. Handed over at 180 ms a request.
-        let mut counter = counter(20.0, 2.0, true);
+        let mut counter = sliding_counter(20.0, 2.0, true);
         let mut pace = SilentPace::new(180 * MS, 20, Duration::ZERO);
         let (early, _) = drive(
             &mut pace,
@@ -299,7 +285,7 @@ mod tests {
 
     #[test]
     fn a_counter_that_counts_only_admissions_is_paced_close_to_its_limit() {
-        let mut counter = counter(10.0, 1.0, false);
+        let mut counter = sliding_counter(10.0, 1.0, false);
         let mut pace = SilentPace::new(250 * MS, 10, Duration::ZERO);
         let (early, _) = drive(
             &mut pace,

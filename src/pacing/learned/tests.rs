@@ -1,3 +1,4 @@
+use super::silent_pace::sliding_counter;
 use super::silent_rate::TestBucket;
 use super::*;
 
@@ -1227,45 +1228,13 @@ fn a_silent_sliding_counter_on_the_clock_is_never_taken_for_a_bucket() {
     // the sliding window still covers: its later windows admit less than its first, as a
     // bucket's do, but its refusals bound no one rate.
     let mut q = KeyQuota::new(true);
-    let (limit, window) = (20.0, 2.0);
-    let mut counts: Vec<f64> = Vec::new();
-    let mut counter = |now: Duration| {
-        let at = now.as_secs_f64();
-        let index = (at / window) as usize;
-        counts.resize(counts.len().max(index + 1), 0.0);
-        let last = if index > 0 { counts[index - 1] } else { 0.0 };
-        let weight = 1.0 - (at - index as f64 * window) / window;
-        if last * weight + counts[index] + 1.0 > limit {
-            return false;
-        }
-        counts[index] += 1.0;
-        true
-    };
+    let mut counter = sliding_counter(20.0, 2.0, false);
     drive_silently(&mut q, &mut counter, secs(60));
     let silence = q.silence.as_deref().expect("a silent model");
     assert!(
         silence.rate.is_none() && silence.bucket != silent::Bucket::HandedBack,
         "never handed over"
     );
-}
-
-/// A sliding window counter on the clock, `limit` per `window` seconds: this window's count
-/// and the last one's weighed by how much of it the sliding window still covers. With
-/// `counts_refused`, a refused request is counted too (HAProxy's stick table `http_req_rate`).
-fn sliding_counter(limit: f64, window: f64, counts_refused: bool) -> impl FnMut(Duration) -> bool {
-    let mut counts: Vec<f64> = Vec::new();
-    move |now: Duration| {
-        let at = now.as_secs_f64();
-        let index = (at / window) as usize;
-        counts.resize(counts.len().max(index + 1), 0.0);
-        let last = if index > 0 { counts[index - 1] } else { 0.0 };
-        let weight = 1.0 - (at - index as f64 * window) / window;
-        let admitted = last * weight + counts[index] + 1.0 <= limit;
-        if admitted || counts_refused {
-            counts[index] += 1.0;
-        }
-        admitted
-    }
 }
 
 #[test]
