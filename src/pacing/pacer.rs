@@ -2,6 +2,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use rand::SeedableRng;
+use rand::rngs::StdRng;
+
 use super::config::{BucketScope, PacingMode};
 use super::error::PacingError;
 use super::key::key_digest;
@@ -93,6 +96,16 @@ pub(super) struct PacerInner {
     labels: KeyLabels,
     /// The partitions' lanes to a shared quota's queue (the `turns` module).
     pub(super) lanes: Lanes,
+    /// What the pauses' jitter is drawn from (seeded by [`PacerBuilder::seed`], or by the OS).
+    rng: Mutex<StdRng>,
+}
+
+impl PacerInner {
+    /// Draws a pause of `wait` spread by `jitter`.
+    pub(super) fn spread(&self, jitter: Jitter, wait: Duration) -> Duration {
+        let mut rng = self.rng.lock().unwrap_or_else(|e| e.into_inner());
+        jitter.apply(wait, &mut *rng)
+    }
 }
 
 /// Configures a [`Pacer`]. Start from [`Pacer::builder`].
@@ -106,6 +119,7 @@ pub struct PacerBuilder {
     shared: Option<SharedBucket>,
     hook: Option<EventHook>,
     weights: Option<Weights>,
+    seed: Option<u64>,
 }
 
 impl PacerBuilder {
@@ -170,6 +184,15 @@ impl PacerBuilder {
         self
     }
 
+    /// Draws the pauses' jitter from a generator seeded with `seed`, not by the OS: with the
+    /// same responses at the same instants (a simulation on tokio's paused clock, with the
+    /// retry policy's [`with_seed`](crate::retry::RetryPolicy::with_seed) too), a run is the
+    /// same every time, so a tail seen once can be replayed.
+    pub fn seed(mut self, seed: u64) -> Self {
+        self.seed = Some(seed);
+        self
+    }
+
     /// Sends every [`PoliteEvent`] of this pacer to `hook`: rate-limited, paused, opened,
     /// model changed, and the shared store lost and back (see [`observe`](crate::observe)).
     pub fn on_event(mut self, hook: EventHook) -> Self {
@@ -226,6 +249,7 @@ impl PacerBuilder {
                 observer,
                 labels: KeyLabels::default(),
                 lanes: Lanes::new(self.weights),
+                rng: Mutex::new(self.seed.map_or_else(rand::make_rng, StdRng::seed_from_u64)),
             }),
         }
     }
@@ -244,6 +268,7 @@ impl Pacer {
             shared: None,
             hook: None,
             weights: None,
+            seed: None,
         }
     }
 

@@ -87,14 +87,14 @@ impl Permit {
             let bounded = state.quota.ends_by_span();
             let pause = pause.map(|wait| {
                 if too_many {
-                    jitter.apply(wait, &mut rand::rng())
+                    inner.spread(jitter, wait)
                 } else if bounded {
                     wait
                 } else {
                     // A quota seen spent before any 429: every task and process takes
                     // from the budget the server states, so there is no herd to spread,
                     // and a spread of 20% of a minute's window would idle 12 s of it.
-                    let drawn = jitter.apply(wait, &mut rand::rng());
+                    let drawn = inner.spread(jitter, wait);
                     drawn.min(wait.saturating_add(SPENT_SPREAD))
                 }
             });
