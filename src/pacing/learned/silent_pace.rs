@@ -31,7 +31,7 @@ use std::time::Duration;
 
 /// The proven and the refused intervals are this close (as a share of the proven): no more
 /// trials.
-pub(super) const KNOWN_WITHIN: f64 = 0.02;
+pub(super) const KNOWN_WITHIN: f64 = 0.06;
 /// A trial before any refusal: this much shorter than the proven interval.
 const FIRST_STEP: f64 = 0.8;
 /// How many quotas' worth of requests a trial sends before it is proven.
