@@ -29,8 +29,12 @@
 
 use std::time::Duration;
 
-/// The proven and the refused intervals are this close (as a share of the proven): no more
-/// trials.
+/// The proven and the refused intervals are this close (the proven at most this share longer
+/// than the refused): no more trials. Each trial below the edge costs a refusal, so the
+/// search does not go on to 2 % as it did at first. Over 6 sweeps of the grid's counters, the
+/// same seeds for each (the worst phase of each sweep; HAProxy's cases in both the main sweep
+/// and the known failures): HAProxy's 8-10 × 429 (10-11 at 2 %) and 11-13 (12-15), the silent
+/// counters 12-20 and 8-19 (15-21 and 14-20), late ones 0-3 (1-5), time within 0.02 ×.
 pub(super) const KNOWN_WITHIN: f64 = 0.06;
 /// A trial before any refusal: this much shorter than the proven interval.
 const FIRST_STEP: f64 = 0.8;
@@ -278,7 +282,7 @@ mod tests {
             Duration::from_secs(60),
         );
         assert_eq!(late, 0, "refusals once the edge is known");
-        // 60 s at 10 a second is 600; the proven interval is within 2% of the edge, or a
+        // 60 s at 10 a second is 600; the proven interval is within 6% of the edge, or a
         // back-off of a tenth above it.
         assert!(admitted >= 540, "{admitted} admitted in 60 s");
     }
@@ -344,7 +348,7 @@ mod tests {
 
     #[test]
     fn a_proven_pace_refused_a_proof_later_settles_a_twentieth_slower_for_good() {
-        // The search has ended: 100 ms proven, 99 ms refused, within 2%.
+        // The search has ended: 100 ms proven, 99 ms refused, within 6%.
         let mut pace = SilentPace::new(100 * MS, 10, Duration::ZERO);
         pace.too_short = Some(99 * MS);
         assert!(pace.known());
@@ -365,10 +369,16 @@ mod tests {
     }
 
     #[test]
-    fn trials_stop_once_the_bounds_are_within_two_percent() {
-        let mut pace = SilentPace::new(101 * MS, 10, Duration::ZERO);
+    fn trials_stop_once_the_bounds_are_within_six_percent() {
+        // Each trial below the edge costs a refusal (and behind a static `Retry-After`, the
+        // second the server asks): the search stops 6% short of the edge at most.
+        let mut pace = SilentPace::new(106 * MS, 10, Duration::ZERO);
         pace.too_short = Some(100 * MS);
         assert!(pace.known());
         assert_eq!(pace.next_trial(), None);
+        let mut pace = SilentPace::new(107 * MS, 10, Duration::ZERO);
+        pace.too_short = Some(100 * MS);
+        assert!(!pace.known());
+        assert_eq!(pace.next_trial(), Some(103_500 * MS / 1_000));
     }
 }
