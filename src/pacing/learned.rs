@@ -102,8 +102,11 @@
 //!   into the next window (and may count refused requests too, as HAProxy's stick tables
 //!   do). The key is handed over to the `silent_pace` model, which sends evenly, one request
 //!   an interval, and searches the interval: each one proven by a quota and a half sent at it
-//!   with no refusal, the next tried a fifth shorter, then bisected against the one refused;
-//!   a proven interval refused later is the edge, and the pace settles 5% slower.
+//!   with no refusal, the next tried a fifth shorter, then bisected against the one refused
+//!   until 6% apart; a proven interval refused later is the edge, and the pace settles 5%
+//!   slower. It starts at the first window over its burst, tried shorter at once when the
+//!   window that handed it over admitted half that burst or more (then it is slower than
+//!   the edge).
 //!
 //! So windows (fixed, from a client's first request, moving) settle on their quota and
 //! length, and rates (GCRA, leaky and token buckets) on a pace: with a burst, the rate the

@@ -615,7 +615,8 @@ async fn shapes_and_parameters_named_nowhere_else() {
         // or 38 × 429 (10 per 1 s behind a static `Retry-After: 1`). Measured over 11
         // sweeps: 10-13 × 429 (2-4 late), 1.12-1.18 ×; 12-15 × 429 (2-4 late), 1.12-1.37 ×.
         // With the search stopping at 6 % (1957b3d), 6 seeded sweeps: 8-9 × 429 (0-1 late),
-        // 1.14-1.16 ×; 11-13 (1-2 late), 1.28-1.33 ×.
+        // 1.14-1.16 ×; 11-13 (1-2 late), 1.28-1.33 ×. With a first interval known slow tried
+        // shorter at once, the same seeds: 9 (0-1), 1.10-1.13 ×; 11-13 (1), 1.26-1.30 ×.
         case(
             "haproxy counter 20/2s silent (guard)",
             Shape::Counting(20, ms(2000)),
@@ -691,13 +692,16 @@ async fn shapes_and_parameters_named_nowhere_else() {
 ///   on into the next window, and its estimates of quota and window drift low). With it, over
 ///   11 sweeps: 12-15 × 429 (2-4 late), 1.12-1.37 ×; and 10-13 × 429 (2-4 late), 1.12-1.18 ×;
 ///   with the search stopping at 6 % (1957b3d), 6 seeded sweeps: 11-13 (1-3 late),
-///   1.30-1.40 ×; and 9-10 (0-2 late), 1.15-1.17 ×.
+///   1.30-1.40 ×; and 9-10 (0-2 late), 1.15-1.17 ×; with a first interval known slow tried
+///   shorter at once, the same seeds: 11-13 (1-3 late), 1.28-1.37 ×; and 9-12 (0-2 late),
+///   1.11-1.12 ×.
 ///   An even pace at the limit takes N / (N - L) of the minimum (1.04 × for 520 at 20 per
 ///   2 s) and a counter's rounding asks one request a window fewer: the search and its
 ///   refusals (each one a second's pause behind the `Retry-After`) cost the rest. Real
 ///   HAProxy 2.6 (`scripts/acceptance.sh --panel --only haproxy-20per2s,haproxy-10per1s-ra1`):
 ///   1.136-1.139 × with 10-11 × 429, and 1.292-1.306 × with 13-14 × 429; at 1957b3d, one
-///   job each: 1.152 × with 8, and 1.339 × with 13.
+///   job each: 1.152 × with 8, and 1.339 × with 13; tried shorter at once, one job each:
+///   1.086 × with 8, and 1.154 × with 6.
 /// - A stated token bucket of 5 per second with a burst of 1 in IETF headers: 0 × 429 but
 ///   5.1 × the minimum: the mock states `q=1;w=1` (its window, 200 ms, rounded up to a whole
 ///   second), and the client keeps to the stated window.

@@ -601,8 +601,9 @@ impl Silence {
     /// bursts the paused-clock sweeps saw refused at 55-90% of its first). A fixed window or
     /// a sliding log refused inside a window is refused at its whole quota. The key is handed
     /// over to the `silent_pace` model for good, starting at the first window measured over
-    /// what it admitted (an upper bound on the interval at the limit). Returns the pause it
-    /// asks.
+    /// what it admitted: slower than the edge when this window admitted half the first burst
+    /// or more, and tried shorter at once; perhaps faster otherwise, and proven first (see the
+    /// `silent_pace` module). Returns the pause it asks.
     fn pace_evenly(&mut self, now: Duration) -> Option<Duration> {
         let sustained = self.ceiling.unwrap_or(u64::MAX).min(self.quota(now));
         if self.bucket != Bucket::NoOneRate
@@ -621,7 +622,14 @@ impl Silence {
             interval_ms = interval.as_secs_f64() * 1e3,
             "pacing: a silent server charges bursts on (no bucket, no window): paced evenly"
         );
-        let pace = SilentPace::new(interval, self.first_measured, now);
+        let mut pace = SilentPace::new(interval, self.first_measured, now);
+        // Half the first burst or more admitted again one first window after the last: the
+        // limiter had freed that much of it by then, so the first window was no shorter than
+        // the pace it gives (a counter that frees a burst gradually admits a tenth of one
+        // there: its first window can be shorter than that pace, which is then proven first).
+        if sustained.saturating_mul(2) >= self.first_measured {
+            pace = pace.slower_than_the_edge();
+        }
         let pause = pace.pause(now);
         self.unproven = false;
         self.probing = None;

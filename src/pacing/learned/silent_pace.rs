@@ -24,8 +24,14 @@
 //!
 //! The window model of the `silent` module hands a key over (see `Silence::pace_evenly`) when
 //! a window is refused inside at two fewer than its first burst or less, and the refusals
-//! bound no one rate; the first interval is the first window measured over what it admitted,
-//! an upper bound a counter that counts refused requests makes longer still.
+//! bound no one rate; the first interval is the first window measured over what it admitted.
+//! A counter that counts refused requests makes that window longer than its pace (the probes
+//! that found it full kept it full), one that frees a burst gradually can make it shorter (its
+//! first probe goes in as soon as a request's worth is free). The first is told by the window
+//! refused inside that hands the key over: it admitted half the first burst or more, so the
+//! limiter had freed that much one first window on, and the first interval is slower than the
+//! edge: its first trial begins at once ([`SilentPace::slower_than_the_edge`]), where the
+//! other must first be proven.
 
 use std::time::Duration;
 
@@ -89,6 +95,13 @@ impl SilentPace {
             refused_at: now,
             settled: false,
         }
+    }
+
+    /// The first interval is known to be slower than the edge: its first trial (a fifth
+    /// shorter) begins at once, not after a proof of an interval that needs none.
+    pub(super) fn slower_than_the_edge(mut self) -> SilentPace {
+        self.trying = self.next_trial();
+        self
     }
 
     /// The pause left at `now` before the next request may go.
@@ -332,6 +345,29 @@ mod tests {
         assert_eq!(pace.admit(3_562 * MS), None);
         assert_eq!(pace.admit(3_562 * MS + 3_000 * MS), None);
         assert_eq!(pace.interval(), 180 * MS, "the midpoint of 200 and 160 ms");
+    }
+
+    #[test]
+    fn a_first_interval_slower_than_the_edge_is_tried_shorter_at_once() {
+        let mut pace = SilentPace::new(200 * MS, 10, Duration::ZERO).slower_than_the_edge();
+        // The trial from the start: a fifth shorter, after the pause of two (proven) intervals.
+        assert_eq!(pace.interval(), 160 * MS);
+        assert_eq!(pace.admit(Duration::ZERO), Some(400 * MS));
+        assert_eq!(pace.admit(400 * MS), None);
+        assert_eq!(pace.admit(500 * MS), Some(560 * MS));
+        // Proven after 10 × 1.5 of it (2.4 s, from the hand-over) with no refusal, and the
+        // next trial begins.
+        assert_eq!(pace.admit(2_300 * MS), None);
+        assert_eq!(pace.proven(), 200 * MS);
+        assert_eq!(pace.admit(2_460 * MS), None);
+        assert_eq!(pace.proven(), 160 * MS);
+        assert_eq!(pace.interval(), 128 * MS);
+        // Refused in the first trial: 160 ms is too short, the pace back at 200 ms.
+        let mut pace = SilentPace::new(200 * MS, 10, Duration::ZERO).slower_than_the_edge();
+        assert_eq!(pace.admit(400 * MS), None);
+        pace.refused(400 * MS, 402 * MS);
+        assert_eq!(pace.too_short, Some(160 * MS));
+        assert_eq!(pace.interval(), 200 * MS);
     }
 
     #[test]
