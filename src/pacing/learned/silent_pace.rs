@@ -216,28 +216,27 @@ impl SilentPace {
     }
 }
 
-/// A sliding window counter on the clock for the silent models' tests: `limit` per `window`
-/// seconds, this window's count and the last one's weighed by how much of it the sliding
-/// window still covers. With `counts_refused`, a refused request is counted too (HAProxy's
-/// stick table `http_req_rate`).
+/// A sliding window counter on the clock for the silent models' tests: the crate's own
+/// [`SlidingWindowCounter`](crate::limiter::SlidingWindowCounter), `limit` per `window`, on a
+/// manual clock set to each request's instant. With `counts_refused`, a refused request is
+/// counted too (HAProxy's stick table `http_req_rate`).
 #[cfg(test)]
 pub(super) fn sliding_counter(
-    limit: f64,
-    window: f64,
+    limit: u64,
+    window: Duration,
     counts_refused: bool,
 ) -> impl FnMut(Duration) -> bool {
-    let mut counts: Vec<f64> = Vec::new();
+    use crate::limiter::{RateLimiter, SlidingWindowCounter};
+    use crate::time::ManualClock;
+    let clock = ManualClock::new();
+    let mut counter = SlidingWindowCounter::new(limit, window).expect("a valid counter");
+    if counts_refused {
+        counter = counter.counting_refused();
+    }
+    let counter = counter.with_clock(clock.clone());
     move |now: Duration| {
-        let at = now.as_secs_f64();
-        let index = (at / window) as usize;
-        counts.resize(counts.len().max(index + 1), 0.0);
-        let last = if index > 0 { counts[index - 1] } else { 0.0 };
-        let weight = 1.0 - (at - index as f64 * window) / window;
-        let admitted = last * weight + counts[index] + 1.0 <= limit;
-        if admitted || counts_refused {
-            counts[index] += 1.0;
-        }
-        admitted
+        clock.set(now);
+        counter.check("key", 1).allowed
     }
 }
 
@@ -278,7 +277,7 @@ mod tests {
     #[test]
     fn a_counter_counting_refused_requests_is_paced_close_to_its_limit_and_refusals_stop() {
         // 20 per 2 s: 100 ms a request at the limit. Handed over at 180 ms a request.
-        let mut counter = sliding_counter(20.0, 2.0, true);
+        let mut counter = sliding_counter(20, Duration::from_secs(2), true);
         let mut pace = SilentPace::new(180 * MS, 20, Duration::ZERO);
         let (early, _) = drive(
             &mut pace,
@@ -302,7 +301,7 @@ mod tests {
 
     #[test]
     fn a_counter_that_counts_only_admissions_is_paced_close_to_its_limit() {
-        let mut counter = sliding_counter(10.0, 1.0, false);
+        let mut counter = sliding_counter(10, Duration::from_secs(1), false);
         let mut pace = SilentPace::new(250 * MS, 10, Duration::ZERO);
         let (early, _) = drive(
             &mut pace,

@@ -1228,7 +1228,7 @@ fn a_silent_sliding_counter_on_the_clock_is_never_taken_for_a_bucket() {
     // the sliding window still covers: its later windows admit less than its first, as a
     // bucket's do, but its refusals bound no one rate.
     let mut q = KeyQuota::new(true);
-    let mut counter = sliding_counter(20.0, 2.0, false);
+    let mut counter = sliding_counter(20, Duration::from_secs(2), false);
     drive_silently(&mut q, &mut counter, secs(60));
     let silence = q.silence.as_deref().expect("a silent model");
     assert!(
@@ -1240,7 +1240,7 @@ fn a_silent_sliding_counter_on_the_clock_is_never_taken_for_a_bucket() {
 #[test]
 fn a_silent_counter_that_counts_refused_requests_is_paced_evenly_close_to_its_limit() {
     let mut q = KeyQuota::new(true);
-    let mut counter = sliding_counter(20.0, 2.0, true);
+    let mut counter = sliding_counter(20, Duration::from_secs(2), true);
     let sent = drive_silently(&mut q, &mut counter, secs(60));
     let silence = q.silence.as_deref().expect("a silent model");
     assert!(silence.pace.is_some(), "handed over to the even pace");
