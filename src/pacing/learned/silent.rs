@@ -57,7 +57,7 @@ pub(super) struct Silence {
     floor_window: Option<Duration>,
     /// The most a whole window admitted before a refusal inside it: the curve never probes
     /// above it again (a 429 paid once, not once per climb).
-    ceiling: Option<u64>,
+    pub(super) ceiling: Option<u64>,
     /// The window estimate before the current window's first request, sent at a midpoint and
     /// admitted, shortened it: restored if a refusal inside this window shows that request
     /// found only part of the quota free (a bucket refilling, not a window ending).
@@ -93,7 +93,7 @@ pub(super) struct Silence {
     since_anchor: u64,
     /// What the first window admitted before its refusal (a bucket's burst, or a window's
     /// quota).
-    first_measured: u64,
+    pub(super) first_measured: u64,
     /// The rate (requests a second) a bucket refusing as this server did would refill at, at
     /// least and at most, from what was admitted between the first refusal and each later
     /// one: a bucket that refuses is empty, so each such span bounds its rate (see the
@@ -312,13 +312,23 @@ impl Silence {
     /// midpoint tried costs at most one 429 (four of them halve a gap of the whole window to a
     /// sixteenth); the window kept is then at most 6% too long. (A thirty-second was tried: one
     /// 429 more in most 120-request jobs against a silent fixed window, 15-16 where the sweep
-    /// allows 14, for at most 3% of the time.)
-    fn next_try(&self, window: Duration) -> Duration {
+    /// allows 14, for at most 3% of the time.) A window that admits one request, and admitted
+    /// one from the first (a rate with no burst: nginx's `limit_req` without one), is searched
+    /// to a thirty-second: its window is the interval between requests, so the time a job
+    /// takes is the window kept, and one more midpoint costs one 429 at most (real nginx at
+    /// 10 r/s: 1.053-1.062 × to 1.023 ×). Not one down to a request after a burst: a bucket
+    /// that counts refused requests drew 17 × 429 in a minute (12) at a thirty-second.
+    pub(super) fn next_try(&self, window: Duration) -> Duration {
         if self.midpoint_refused {
             return window;
         }
         let gap = window.saturating_sub(self.too_short);
-        if gap > (window / 16).max(Duration::from_millis(2)) {
+        let share = if self.ceiling == Some(1) && self.first_measured <= 1 {
+            32
+        } else {
+            16
+        };
+        if gap > (window / share).max(Duration::from_millis(2)) {
             self.too_short + gap / 2
         } else {
             window

@@ -407,6 +407,27 @@ fn a_first_request_refused_at_the_midpoint_raises_the_lower_bound() {
 }
 
 #[test]
+fn a_window_of_one_request_is_searched_to_a_thirty_second_and_others_to_a_sixteenth() {
+    let mut silence = silent::Silence::first(Duration::ZERO, 1);
+    // 95 ms was too short, 100 ms was enough: 5 ms apart, under a sixteenth (6.25 ms).
+    silence.too_short = MS * 95;
+    silence.ceiling = Some(5);
+    assert_eq!(silence.next_try(MS * 100), MS * 100);
+    // One request a window: the interval is the job's pace, and 5 ms is over a thirty-second.
+    silence.ceiling = Some(1);
+    assert_eq!(silence.next_try(MS * 100), Duration::from_micros(97_500));
+    // Within a thirty-second (3.125 ms), the search stops there too.
+    silence.too_short = MS * 97;
+    assert_eq!(silence.next_try(MS * 100), MS * 100);
+    // A window down to one request after a first one that admitted a burst (a bucket that
+    // counts refused requests, handed back to the windows): each trial refused adds to the
+    // debt, and the search stops at a sixteenth.
+    silence.too_short = MS * 95;
+    silence.first_measured = 20;
+    assert_eq!(silence.next_try(MS * 100), MS * 100);
+}
+
+#[test]
 fn probe_pauses_grow_by_half_up_to_thirty_seconds() {
     let mut q = KeyQuota::new(false);
     let ticket = reserve(&mut q, Duration::ZERO);
