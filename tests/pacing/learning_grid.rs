@@ -701,17 +701,14 @@ async fn shapes_and_parameters_named_nowhere_else() {
 ///   with the search stopping at 6 % (1957b3d), 6 seeded sweeps: 11-13 (1-3 late),
 ///   1.30-1.40 ×; and 9-10 (0-2 late), 1.15-1.17 ×; with a first interval known slow tried
 ///   shorter at once, the same seeds: 11-13 (1-3 late), 1.28-1.37 ×; and 9-12 (0-2 late),
-///   1.11-1.12 ×; started from the first window's bounds' midpoint, seeds 1-8: 12-14 (0-3
-///   late), 1.26-1.35 ×; and 9-10 (0-1 late), 1.09-1.11 × (11-14, 1.28-1.38 ×; 9-10,
-///   1.11-1.12 × before, the same seeds).
+///   1.11-1.12 ×.
 ///   An even pace at the limit takes N / (N - L) of the minimum (1.04 × for 520 at 20 per
 ///   2 s) and a counter's rounding asks one request a window fewer: the search and its
 ///   refusals (each one a second's pause behind the `Retry-After`) cost the rest. Real
 ///   HAProxy 2.6 (`scripts/acceptance.sh --panel --only haproxy-20per2s,haproxy-10per1s-ra1`):
 ///   1.136-1.139 × with 10-11 × 429, and 1.292-1.306 × with 13-14 × 429; at 1957b3d, one
 ///   job each: 1.152 × with 8, and 1.339 × with 13; tried shorter at once, one job each:
-///   1.086 × with 8, and 1.154 × with 6; from the midpoint, two runs of the pair: 1.073 ×
-///   with 8 and 1.088 × with 8; 1.248 × with 11 and 1.333 × with 16.
+///   1.086 × with 8, and 1.154 × with 6.
 /// - A stated token bucket of 5 per second with a burst of 1 in IETF headers: 0 × 429 but
 ///   5.1 × the minimum: the mock states `q=1;w=1` (its window, 200 ms, rounded up to a whole
 ///   second), and the client keeps to the stated window.

@@ -112,9 +112,7 @@ pub(super) struct Silence {
     pub(super) pace: Option<Box<SilentPace>>,
     /// The window the first probes measured (from the first request to the first probe
     /// admitted): an upper bound on the window.
-    pub(super) first_window: Option<Duration>,
-    /// How far into the first window a probe was refused: a lower bound on it.
-    pub(super) first_too_short: Duration,
+    first_window: Option<Duration>,
     /// Whether the server may still be a bucket.
     pub(super) bucket: Bucket,
 }
@@ -198,7 +196,6 @@ impl Silence {
             rate: None,
             pace: None,
             first_window: None,
-            first_too_short: Duration::ZERO,
             bucket: Bucket::Possible,
         }
     }
@@ -375,7 +372,6 @@ impl Silence {
             if self.first_measured == 0 {
                 self.first_measured = measured;
                 self.first_window = Some(window);
-                self.first_too_short = self.too_short;
             }
             // A whole window, counted: a floor. The curve restarts from the throttle as after
             // any other, so it probes above the floor only once it has climbed back to it (K
@@ -616,11 +612,8 @@ impl Silence {
     /// a sliding log refused inside a window is refused at its whole quota. The key is handed
     /// over to the `silent_pace` model for good, starting at the first window measured over
     /// what it admitted: slower than the edge when this window admitted half the first burst
-    /// or more, and then the first window's bounds' midpoint (the probes that kept a counter
-    /// counting refused requests full made its upper bound long: HAProxy's 164-209 ms a
-    /// request for 100) over what it admitted, tried shorter at once; perhaps faster
-    /// otherwise, the upper bound then, and proven first (see the `silent_pace` module).
-    /// Returns the pause it asks.
+    /// or more, and tried shorter at once; perhaps faster otherwise, and proven first (see the
+    /// `silent_pace` module). Returns the pause it asks.
     fn pace_evenly(&mut self, now: Duration) -> Option<Duration> {
         let sustained = self.ceiling.unwrap_or(u64::MAX).min(self.quota(now));
         if self.bucket != Bucket::NoOneRate
@@ -631,16 +624,6 @@ impl Silence {
             return None;
         }
         let window = self.first_window?;
-        // Half the first burst or more admitted again one first window after the last: the
-        // limiter had freed that much of it by then, so the first window was no shorter than
-        // the pace it gives (a counter that frees a burst gradually admits a tenth of one
-        // there: its first window can be shorter than that pace, which is then proven first).
-        let slow = sustained.saturating_mul(2) >= self.first_measured;
-        let window = if slow {
-            self.first_too_short + window.saturating_sub(self.first_too_short) / 2
-        } else {
-            window
-        };
         let interval = window / u32::try_from(self.first_measured).unwrap_or(u32::MAX);
         tracing::debug!(
             at_ms = now.as_millis() as u64,
@@ -650,7 +633,11 @@ impl Silence {
             "pacing: a silent server charges bursts on (no bucket, no window): paced evenly"
         );
         let mut pace = SilentPace::new(interval, self.first_measured, now);
-        if slow {
+        // Half the first burst or more admitted again one first window after the last: the
+        // limiter had freed that much of it by then, so the first window was no shorter than
+        // the pace it gives (a counter that frees a burst gradually admits a tenth of one
+        // there: its first window can be shorter than that pace, which is then proven first).
+        if sustained.saturating_mul(2) >= self.first_measured {
             pace = pace.slower_than_the_edge();
         }
         let pause = pace.pause(now);

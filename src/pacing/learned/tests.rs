@@ -1273,38 +1273,6 @@ fn a_silent_sliding_counter_on_the_clock_is_never_taken_for_a_bucket() {
 }
 
 #[test]
-fn a_first_even_pace_known_slow_starts_between_the_first_windows_bounds() {
-    let mut q = KeyQuota::new(true);
-    let mut counter = sliding_counter(20, Duration::from_secs(2), true);
-    let mut now = Duration::ZERO;
-    // Until the window model hands the key over to the even pace.
-    while q.silence.as_deref().is_none_or(|s| s.pace.is_none()) {
-        assert!(now < secs(60), "handed over within a minute");
-        match q.try_reserve(now, 1) {
-            Admission::WaitUntil(at) => now = at.max(now + MS / 10),
-            Admission::Reserved(ticket) => {
-                let admitted = counter(now);
-                now += 2 * MS;
-                see(&mut q, now, ticket, !admitted, &silent());
-            }
-        }
-    }
-    let silence = q.silence.as_deref().expect("a silent model");
-    let first = u32::try_from(silence.first_measured).expect("small");
-    let (lo, hi) = (
-        silence.first_too_short,
-        silence.first_window.expect("measured"),
-    );
-    assert!(lo < hi, "the first window is bounded: {lo:?} to {hi:?}");
-    // Counting refused probes, the counter kept the first window long; the window that
-    // handed the key over admitted half the first burst or more, so the first interval is
-    // known slow, and starts at the bounds' midpoint, not at the upper one.
-    let pace = silence.pace.as_deref().expect("paced evenly");
-    assert_eq!(pace.proven(), (lo + (hi - lo) / 2) / first);
-    assert!(pace.proven() < hi / first);
-}
-
-#[test]
 fn a_silent_counter_that_counts_refused_requests_is_paced_evenly_close_to_its_limit() {
     let mut q = KeyQuota::new(true);
     let mut counter = sliding_counter(20, Duration::from_secs(2), true);
