@@ -13,7 +13,9 @@
 //! window's requests still count). Then each request goes alone when the last window's
 //! request of the same rank went, one window before (measured from answers to sends, so the
 //! copy never runs ahead of the server). If a request sent at that pace is refused, the quota
-//! frees some other way (a bucket refilling at its own rate), and the stated reset rules.
+//! frees some other way (a bucket refilling at its own rate, or a log whose server counted
+//! the last window's request late), and the stated reset rules: the key waits what that
+//! refusal states, not the rest of the window.
 //!
 //! # Resets stated in whole seconds
 //!
@@ -85,7 +87,9 @@
 //! - the first refusal: what was admitted since the first request is the quota; the probes
 //!   that follow (pauses ×1.5 from 250 ms) bound the window (refused: not over; admitted: over);
 //! - each window's first request goes alone, at the midpoint of the window known too short
-//!   and the one known enough, until they are a sixteenth apart: refused, the lower bound
+//!   and the one known enough, until they are a sixteenth apart (a thirty-second for a window
+//!   of one request whose first window admitted one: a rate with no burst, whose window is
+//!   the job's pace): refused, the lower bound
 //!   rises (and that window's successor goes at the bound known enough: one 429 a midpoint);
 //!   admitted, the upper bound falls, unless the window then admits fewer than the last
 //!   (a bucket that had refilled only in part), which undoes it;
