@@ -688,17 +688,7 @@ impl KeyQuota {
             self.rolled_under(now, &mut ticket, outcome, info);
         }
         self.answers_early = early.is_some();
-        let pause = self.observe_stated(now, ticket, outcome, info);
-        if outcome == Outcome::Throttled && early.is_some_and(|early| early.trickle) {
-            // The copy of the last window ran through a gate closed until the window's end,
-            // one request at a time; refused, the copy stops and the gate would hold the key
-            // that whole window (2 of 20 sent in it, against a held sliding log). The next
-            // slot frees when the refusal says (the oldest one's leave, rounded up).
-            self.gate_until = self
-                .gate_until
-                .min(now.saturating_add(pause.unwrap_or(Duration::ZERO)));
-        }
-        pause
+        self.observe_stated(now, ticket, outcome, info)
     }
 
     fn observe_stated(

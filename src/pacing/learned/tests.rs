@@ -700,20 +700,6 @@ fn a_moving_window_opened_early_frees_at_the_pace_the_last_window_went() {
 }
 
 #[test]
-fn a_moving_windows_copy_refused_waits_the_refusals_reset_not_the_whole_window() {
-    let mut q = KeyQuota::default();
-    open_after_ten_ms_apart(&mut q);
-    // The copy's second request goes when the last window's second was answered (11 ms
-    // after the probe's answer), and the server, which held the last window's second a few
-    // milliseconds before counting it, refuses it: its slot frees in 4 ms, stated rounded up
-    // to the whole second (2 s).
-    let second = reserve(&mut q, MS * 1887);
-    see(&mut q, MS * 1888, second, true, &coarse(0, MS * 112));
-    // The key waits for that reset, not until the end of the window the probe began (3 s).
-    assert_eq!(q.try_reserve(MS * 1889, 1), Admission::WaitUntil(secs(2)));
-}
-
-#[test]
 fn what_is_shared_is_the_current_windows_count_until_its_end_and_the_stated_quota() {
     let mut q = KeyQuota::default();
     let first = reserve(&mut q, Duration::ZERO);
