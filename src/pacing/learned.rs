@@ -13,9 +13,7 @@
 //! window's requests still count). Then each request goes alone when the last window's
 //! request of the same rank went, one window before (measured from answers to sends, so the
 //! copy never runs ahead of the server). If a request sent at that pace is refused, the quota
-//! frees some other way (a bucket refilling at its own rate, or a log whose server counted
-//! the last window's request late), and the stated reset rules: the key waits what that
-//! refusal states, not the rest of the window.
+//! frees some other way (a bucket refilling at its own rate), and the stated reset rules.
 //!
 //! # Resets stated in whole seconds
 //!
