@@ -14,6 +14,9 @@
 //! send times (an `x` marks a 429), and `RUST_LOG=reqwest_polite=trace` what the learner
 //! decided. The jitter is drawn from a seed, printed at each sweep's start and with its
 //! failures: `SEED=<it>` replays a sweep; without it, each sweep draws a seed of its own.
+//! `scripts/grid_seeds.sh [--only <part>] [--base <rev>] <seed>...` runs both sweeps over
+//! several seeds (and on another revision, for a change's two sides) and prints each case's
+//! spread.
 //! Besides the jitter (the mock's latency is a fixed sequence), one thing differs from run
 //! to run: where the wall clock's milliseconds fall between tokio's timer ticks (the wall
 //! clock is anchored by one real reading), so a run whose outcome hangs on less than a
