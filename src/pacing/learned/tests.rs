@@ -428,6 +428,61 @@ fn a_window_of_one_request_is_searched_to_a_thirty_second_and_others_to_a_sixtee
 }
 
 #[test]
+fn a_settled_interval_refused_at_its_end_grows_a_step_and_is_not_measured_again() {
+    // A rate of 20 a second with no burst (nginx's `limit_req` without one). One request,
+    // 30 s in, reaches the server 3 ms late; the next one, sent at the settled interval, then
+    // finds it less than 50 ms old and is refused.
+    let mut q = KeyQuota::new(true);
+    let mut bucket = TestBucket::new(20.0, 1.0);
+    let mut delayed = false;
+    let sent = drive_silently(
+        &mut q,
+        &mut |now| {
+            let late = !delayed && now >= secs(30);
+            delayed |= late;
+            bucket.take(now + if late { MS * 3 } else { Duration::ZERO })
+        },
+        secs(60),
+    );
+    let (_, late, _) = tally(&sent);
+    assert_eq!(late, 1, "one refusal in the second half: the jitter's");
+    let refused_at = sent
+        .iter()
+        .rev()
+        .find(|(_, ok)| !ok)
+        .map(|(at, _)| *at)
+        .unwrap();
+    let before = sent.iter().filter(|(at, _)| *at < refused_at).rev();
+    let settled: Vec<Duration> = before
+        .take(2)
+        .map(|(at, _)| *at)
+        .collect::<Vec<_>>()
+        .windows(2)
+        .map(|pair| pair[0] - pair[1])
+        .collect();
+    let after: Vec<Duration> = sent
+        .iter()
+        .filter(|(at, _)| *at > refused_at)
+        .map(|(at, _)| *at)
+        .collect();
+    // No pause to measure it again: the next request goes about an interval after the
+    // refused one (a quarter of a second with the probes).
+    assert!(
+        after[0] - refused_at < MS * 60,
+        "{:?} after the refusal",
+        after[0] - refused_at
+    );
+    // And the interval kept is a step longer (2 ms at most), not searched anew.
+    let kept = after[2] - after[1];
+    assert!(
+        kept > settled[0] && kept <= settled[0] + settled[0] / 16,
+        "{kept:?} a request after it, {:?} before",
+        settled[0]
+    );
+    assert!(q.silence.as_deref().unwrap().settled());
+}
+
+#[test]
 fn probe_pauses_grow_by_half_up_to_thirty_seconds() {
     let mut q = KeyQuota::new(false);
     let ticket = reserve(&mut q, Duration::ZERO);
