@@ -274,6 +274,10 @@ pub(crate) struct KeyQuota {
     /// window): within a window an early probe opened, a later answer found more left than
     /// an earlier one, yet not the whole quota. Its early probes then go by `lag`.
     moving: bool,
+    /// The first reset this window's answers stated (see
+    /// [`reset_moved`](Self::reset_moved)): a reset that moves on while nothing rose is a
+    /// moving window's.
+    first_reset: Option<window::FirstReset>,
     /// How long after a moving window's first send its quota frees again.
     lag: WindowLag,
     /// One request may pass the closed gate, alone, to see whether the quota has freed.
@@ -736,6 +740,9 @@ impl KeyQuota {
             if outcome == Outcome::Answered {
                 let rolled = self.budget_guessed;
                 self.span_saw(now, ticket, info, first_admitted && rolled);
+            }
+            if outcome == Outcome::Answered {
+                self.reset_moved(now, &ticket, info);
             }
             self.bound_end(now, info);
             // (A moving window's budget is its answers' own: spent is spent.)
