@@ -44,18 +44,14 @@
 //! bounds end no window until a test window, its first request sent late on purpose, shows
 //! that the windows begin with their first request (the `span` module).
 //!
-//! A moving window is recognised inside a window an early probe opened: a later answer finds more
-//! left than an earlier one, yet not the whole quota; or, with no more left than any answer before
-//! it, states a reset that ends over half a grain later than the window's first answer did, beyond
-//! the time between them (a fixed window's answers state one end). The second sign is the only one
-//! a moving window whose windows go as bursts gives: each burst takes the slots as the last one's
-//! age out, nothing frees in between, and the first answers state when the last burst's oldest slot
-//! frees, a second before the window's. Its reset then follows our own sends (it is when the
-//! window's first request ages out, rounded up), so the phase of the second says nothing; the probe
-//! goes instead at the window's *lag*, how long after the window's first send the quota freed,
-//! bisected between probes refused and admitted to 16 ms (`phase::WindowLag`). Its answers come out
-//! of order (a server's threads), so a budget taken from one is net of the requests in flight and
-//! of those answered while it was out; spent is spent until the lag has passed.
+//! A moving window is recognised inside a window an early probe opened: a later answer finds
+//! more left than an earlier one, yet not the whole quota. Its reset then follows our own
+//! sends (it is when the window's first request ages out, rounded up), so the phase of the
+//! second says nothing; the probe goes instead at the window's *lag*, how long after the
+//! window's first send the quota freed, bisected between probes refused and admitted to
+//! 16 ms (`phase::WindowLag`). Its answers come out of order (a server's threads), so a
+//! budget taken from one is net of the requests in flight and of those answered while it was
+//! out; spent is spent until the lag has passed.
 //!
 //! # A quota that frees a unit at a time
 //!
@@ -278,10 +274,6 @@ pub(crate) struct KeyQuota {
     /// window): within a window an early probe opened, a later answer found more left than
     /// an earlier one, yet not the whole quota. Its early probes then go by `lag`.
     moving: bool,
-    /// The first reset this window's answers stated (see
-    /// [`reset_moved`](Self::reset_moved)): a reset that moves on while nothing rose is a
-    /// moving window's.
-    first_reset: Option<window::FirstReset>,
     /// How long after a moving window's first send its quota frees again.
     lag: WindowLag,
     /// One request may pass the closed gate, alone, to see whether the quota has freed.
@@ -744,9 +736,6 @@ impl KeyQuota {
             if outcome == Outcome::Answered {
                 let rolled = self.budget_guessed;
                 self.span_saw(now, ticket, info, first_admitted && rolled);
-            }
-            if outcome == Outcome::Answered {
-                self.reset_moved(now, &ticket, info);
             }
             self.bound_end(now, info);
             // (A moving window's budget is its answers' own: spent is spent.)

@@ -504,15 +504,14 @@ impl Silence {
             return Ok(next.saturating_sub(now).max(Duration::from_millis(1)));
         }
         if settled && self.ceiling == Some(1) && self.first_measured <= 1 {
-            // A rate with no burst (one request a window from the first), its interval
-            // settled and proven by the window before: this request reached the server a
-            // little sooner after the last than it went (the network's jitter, a timer's
-            // tick). The interval is a little longer than it went at, not unknown: it grows by
-            // the search's last step (a thirty-second, 2 ms at most: a jitter's size) and goes
-            // on, where measuring it again paused a quarter of a
-            // second, bisected anew and settled higher (real nginx at 20 r/s: 51 to 54 ms for
-            // the rest of the job). Refused again before a window has gone through at the
-            // longer interval, it is no longer settled, and is measured again.
+            // A rate with no burst (one request a window from the first), its interval settled and
+            // proven by the window before: this request reached the server a little sooner after
+            // the last than it went (the network's jitter, a timer's tick). The interval is a
+            // little longer than it went at, not unknown: it grows by the search's last step (a
+            // thirty-second, 2 ms at most: a jitter's size) and goes on, where measuring it again
+            // paused a quarter of a second, bisected anew and settled higher (real nginx at 20
+            // r/s: 51 to 54 ms for the rest of the job). Refused again before a window has gone
+            // through at the longer interval, it is no longer settled, and is measured again.
             let step = (into / 32).clamp(Duration::from_millis(1), Duration::from_millis(2));
             let wider = into.saturating_add(step);
             tracing::debug!(

@@ -83,16 +83,6 @@ pub(super) enum Refill {
     Stated,
 }
 
-/// The first reset a window's answers stated: when that answer came, the end it stated, the
-/// fewest left stated since, and whether an answer since stated more than that.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) struct FirstReset {
-    at: Duration,
-    end: Duration,
-    least: u64,
-    rose: bool,
-}
-
 impl KeyQuota {
     /// When the next request of a trickling window may go: the n-th request of a window goes
     /// no sooner after the window's first than the n-th of the last window went after its
@@ -159,60 +149,7 @@ impl KeyQuota {
         self.early = None;
         self.opened_early = false;
         self.early_refused = false;
-        self.first_reset = None;
         self.span.window_ended();
-    }
-
-    /// Whether this answer shows a moving window by its reset: a later answer of the window,
-    /// with no more left than any before it, states a reset that ends more than half a grain
-    /// after the first answer's did, beyond the time between the two answers. A fixed
-    /// window's answers state one end, rounded up (so at most the time between them apart);
-    /// one that rolls under our requests states more left first. A moving window's reset is
-    /// when the oldest request it counts ages out, and that moves on with every slot freed.
-    /// So a moving window whose windows went as bursts shows itself, where the other sign
-    /// (more left than before, yet not the whole quota) never comes: each burst takes the
-    /// slots as the last one's age out, and nothing frees in between. Flask-Limiter's moving
-    /// window of 8 per 1 s: its first answers after a burst of ours stated the reset of the
-    /// last burst's slots, taken for the window's end, a second too soon; early probes then
-    /// searched the phase of that second every window (15 and 19 × 429 in two of six jobs).
-    pub(super) fn reset_moved(&mut self, now: Duration, ticket: &Ticket, info: &RateLimitInfo) {
-        if self.moving
-            || !self.coarse
-            || !self.opened_early
-            || ticket.epoch != self.epoch
-            || self.paced_interval().is_some()
-        {
-            return;
-        }
-        let (Some(reset), Some(left)) = (info.reset, info.remaining) else {
-            return;
-        };
-        let end = now.saturating_add(reset);
-        let Some(first) = self.first_reset.as_mut() else {
-            self.first_reset = Some(FirstReset {
-                at: now,
-                end,
-                least: left,
-                rose: false,
-            });
-            return;
-        };
-        if left > first.least {
-            first.rose = true;
-        }
-        first.least = first.least.min(left);
-        let beyond = first
-            .end
-            .saturating_add(now.saturating_sub(first.at))
-            .saturating_add(GRAIN / 2);
-        if !first.rose && end > beyond {
-            tracing::trace!(
-                serial = ticket.serial,
-                moved_ms = end.saturating_sub(first.end).as_millis() as u64,
-                "pacing: the stated reset moved on within the window (moving)"
-            );
-            self.moving = true;
-        }
     }
 
     /// The answer to `ticket` shows the server counted it in a later window than an answer
