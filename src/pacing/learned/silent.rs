@@ -323,16 +323,18 @@ impl Silence {
             return window;
         }
         let gap = window.saturating_sub(self.too_short);
-        let share = if self.ceiling == Some(1) && self.first_measured <= 1 {
-            32
-        } else {
-            16
-        };
+        let share = if self.rate_without_burst() { 32 } else { 16 };
         if gap > (window / share).max(Duration::from_millis(2)) {
             self.too_short + gap / 2
         } else {
             window
         }
+    }
+
+    /// A window of one request whose first window admitted one: a rate with no burst
+    /// (nginx's `limit_req` without one), whose window is the interval between requests.
+    fn rate_without_burst(&self) -> bool {
+        self.ceiling == Some(1) && self.first_measured <= 1
     }
 
     pub(super) fn admitted(&mut self, now: Duration, ticket: Ticket, was_probe: bool) -> Learned {
@@ -503,7 +505,7 @@ impl Silence {
             let next = self.window_start.saturating_add(self.next_try(window));
             return Ok(next.saturating_sub(now).max(Duration::from_millis(1)));
         }
-        if settled && self.ceiling == Some(1) && self.first_measured <= 1 {
+        if settled && self.rate_without_burst() {
             // A rate with no burst (one request a window from the first), its interval settled and
             // proven by the window before: this request reached the server a little sooner after
             // the last than it went (the network's jitter, a timer's tick). The interval is a

@@ -452,14 +452,13 @@ fn a_settled_interval_refused_at_its_end_grows_a_step_and_is_not_measured_again(
         .find(|(_, ok)| !ok)
         .map(|(at, _)| *at)
         .unwrap();
-    let before = sent.iter().filter(|(at, _)| *at < refused_at).rev();
-    let settled: Vec<Duration> = before
-        .take(2)
+    // The interval settled on: between the last two requests before the refused one.
+    let before: Vec<Duration> = sent
+        .iter()
         .map(|(at, _)| *at)
-        .collect::<Vec<_>>()
-        .windows(2)
-        .map(|pair| pair[0] - pair[1])
+        .filter(|at| *at < refused_at)
         .collect();
+    let settled = before[before.len() - 1] - before[before.len() - 2];
     let after: Vec<Duration> = sent
         .iter()
         .filter(|(at, _)| *at > refused_at)
@@ -475,9 +474,8 @@ fn a_settled_interval_refused_at_its_end_grows_a_step_and_is_not_measured_again(
     // And the interval kept is a step longer (2 ms at most), not searched anew.
     let kept = after[2] - after[1];
     assert!(
-        kept > settled[0] && kept <= settled[0] + settled[0] / 16,
-        "{kept:?} a request after it, {:?} before",
-        settled[0]
+        kept > settled && kept <= settled + settled / 16,
+        "{kept:?} a request after it, {settled:?} before"
     );
     assert!(q.silence.as_deref().unwrap().settled());
 }
