@@ -45,7 +45,14 @@
 //! that the windows begin with their first request (the `span` module).
 //!
 //! A moving window is recognised inside a window an early probe opened: a later answer finds
-//! more left than an earlier one, yet not the whole quota. Its reset then follows our own
+//! more left than an earlier one, yet not the whole quota; or, with no more left than any
+//! answer before it, states a reset that ends over half a grain later than the window's first
+//! answer did, beyond the time between them (a fixed window's answers state one end). The
+//! second sign is the only one a moving window whose windows go as bursts gives (each burst
+//! takes the slots as the last one's age out, and its first answers state when the last
+//! burst's oldest slot frees, a second before the window's), but a sliding window counter
+//! gives it too, at its clock's edge: held by that sign alone, the key is taken back at its
+//! next refusal, and the sign is not read again for it. A moving window's reset follows our own
 //! sends (it is when the window's first request ages out, rounded up), so the phase of the
 //! second says nothing; the probe goes instead at the window's *lag*, how long after the
 //! window's first send the quota freed, bisected between probes refused and admitted to
@@ -274,6 +281,13 @@ pub(crate) struct KeyQuota {
     /// window): within a window an early probe opened, a later answer found more left than
     /// an earlier one, yet not the whole quota. Its early probes then go by `lag`.
     moving: bool,
+    /// The first reset this window's answers stated (see
+    /// [`reset_moved`](Self::reset_moved)): a reset that moves on while nothing rose is a
+    /// moving window's.
+    first_reset: Option<window::FirstReset>,
+    /// Whether `moving` rests on the reset's sign alone, which a sliding window counter can
+    /// give too: a refusal takes it back, and the sign is not read again for the key.
+    reset_sign: window::ResetSign,
     /// How long after a moving window's first send its quota frees again.
     lag: WindowLag,
     /// One request may pass the closed gate, alone, to see whether the quota has freed.
@@ -737,6 +751,9 @@ impl KeyQuota {
                 let rolled = self.budget_guessed;
                 self.span_saw(now, ticket, info, first_admitted && rolled);
             }
+            if outcome == Outcome::Answered {
+                self.reset_moved(now, &ticket, info);
+            }
             self.bound_end(now, info);
             // (A moving window's budget is its answers' own: spent is spent.)
             let trickles =
@@ -767,6 +784,7 @@ impl KeyQuota {
     /// A sliding log that refuses a request sent at the pace of the last window frees some
     /// other way, and its stated reset rules from then on.
     fn refused_stated(&mut self, info: &RateLimitInfo) -> Option<Duration> {
+        self.reset_sign_refused();
         if self.refill == Refill::Trickle {
             self.refill = Refill::Stated;
         }

@@ -736,6 +736,96 @@ fn open_after_ten_ms_apart(q: &mut KeyQuota) {
     see(q, MS * 1876, probe, false, &coarse(0, MS * 1124));
 }
 
+/// The copy of the window `open_after_ten_ms_apart` opened: the n-th request 10 ms after the
+/// (n-1)-th, each answered 1 ms later, stating what `left(n)` and `end(n)` say.
+fn copy_stating(q: &mut KeyQuota, left: impl Fn(u64) -> u64, end: impl Fn(u64) -> Duration) {
+    for n in 1..20u64 {
+        let at = MS * (1877 + 10 * n as u32);
+        let ticket = reserve(q, at);
+        see(
+            q,
+            at + MS,
+            ticket,
+            false,
+            &coarse(left(n), end(n) - at - MS),
+        );
+    }
+}
+
+#[test]
+fn a_reset_that_moves_on_within_a_window_shows_a_moving_window() {
+    // A moving window whose windows go as bursts: each request of the copy takes the slot
+    // its rank freed, nothing is left between them, and the sign that more is left than
+    // before never shows. The answers state when the oldest request counted ages out: the
+    // last window's, by 3 s (rounded up), until its last slot is taken; then the probe's,
+    // which opened this window at 1.875 s, by 4 s.
+    let mut q = KeyQuota::default();
+    open_after_ten_ms_apart(&mut q);
+    copy_stating(&mut q, |_| 0, |n| if n < 19 { secs(3) } else { secs(4) });
+    assert!(
+        q.moving,
+        "the reset moved on a second, in 180 ms, with nothing left"
+    );
+
+    // A fixed window's answers state one end, whatever the time between them.
+    let mut q = KeyQuota::default();
+    open_after_ten_ms_apart(&mut q);
+    copy_stating(&mut q, |_| 0, |_| secs(3));
+    assert!(!q.moving);
+
+    // A fixed window that rolled under our requests states more left first, then its own
+    // (later) end. (Fed to this rule alone: the rule that more left than before, yet not the
+    // whole quota, is a moving window's, has its own test.)
+    let mut q = KeyQuota::default();
+    open_after_ten_ms_apart(&mut q);
+    let ticket = reserve(&mut q, MS * 1887);
+    q.reset_moved(MS * 1888, &ticket, &coarse(0, MS * 1112));
+    q.reset_moved(MS * 1898, &ticket, &coarse(19, MS * 2102));
+    q.reset_moved(MS * 1908, &ticket, &coarse(18, MS * 2092));
+    assert!(!q.moving);
+    // Without the roll, the same ends are the moving window's.
+    q.reset_moved(MS * 1918, &ticket, &coarse(0, MS * 2082));
+    assert!(!q.moving, "more left was stated since the first answer");
+    let mut q = KeyQuota::default();
+    open_after_ten_ms_apart(&mut q);
+    let ticket = reserve(&mut q, MS * 1887);
+    q.reset_moved(MS * 1888, &ticket, &coarse(0, MS * 1112));
+    q.reset_moved(MS * 1908, &ticket, &coarse(0, MS * 2092));
+    assert!(q.moving);
+}
+
+#[test]
+fn a_refusal_takes_back_a_moving_window_told_by_the_reset_alone() {
+    // The reset moved on a second with nothing left, as a moving window's does: and as a
+    // sliding window counter's does at its clock's edge. The next request is refused.
+    let mut q = KeyQuota::default();
+    open_after_ten_ms_apart(&mut q);
+    copy_stating(&mut q, |_| 0, |n| if n < 19 { secs(3) } else { secs(4) });
+    assert!(q.moving);
+    let at = MS * 2300;
+    let ticket = match q.try_reserve(at, 1) {
+        Admission::Reserved(ticket) => ticket,
+        Admission::WaitUntil(t) => reserve(&mut q, t),
+    };
+    let answered = ticket.sent + MS;
+    see(
+        &mut q,
+        answered,
+        ticket,
+        true,
+        &refused_until(answered, secs(4)),
+    );
+    assert!(!q.moving, "refused while moving by the reset alone");
+
+    // The sign is not read again for the key: the same answers in the next window leave it
+    // as it is.
+    let mut r = KeyQuota::default();
+    open_after_ten_ms_apart(&mut r);
+    r.reset_sign = window::ResetSign::Refuted;
+    copy_stating(&mut r, |_| 0, |n| if n < 19 { secs(3) } else { secs(4) });
+    assert!(!r.moving);
+}
+
 #[test]
 fn a_moving_window_opened_early_frees_at_the_pace_the_last_window_went() {
     let mut q = KeyQuota::default();

@@ -83,6 +83,28 @@ pub(super) enum Refill {
     Stated,
 }
 
+/// The first reset a window's answers stated: when that answer came, the end it stated, the
+/// fewest left stated since, and whether an answer since stated more than that.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct FirstReset {
+    at: Duration,
+    end: Duration,
+    least: u64,
+    rose: bool,
+}
+
+/// Whether a key's `moving` rests on [`KeyQuota::reset_moved`]'s sign alone.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(super) enum ResetSign {
+    /// The sign has not told the key moving (or another sign did too).
+    #[default]
+    Unread,
+    /// The key is taken for a moving window by the sign alone.
+    Holds,
+    /// A refusal came while it held: the sign is not read again.
+    Refuted,
+}
+
 impl KeyQuota {
     /// When the next request of a trickling window may go: the n-th request of a window goes
     /// no sooner after the window's first than the n-th of the last window went after its
@@ -149,7 +171,76 @@ impl KeyQuota {
         self.early = None;
         self.opened_early = false;
         self.early_refused = false;
+        self.first_reset = None;
         self.span.window_ended();
+    }
+
+    /// Whether this answer shows a moving window by its reset: a later answer of the window,
+    /// with no more left than any before it, states a reset that ends more than half a grain
+    /// after the first answer's did, beyond the time between the two answers. A fixed
+    /// window's answers state one end, rounded up (so at most the time between them apart);
+    /// one that rolls under our requests states more left first. A moving window's reset is
+    /// when the oldest request it counts ages out, and that moves on with every slot freed.
+    /// So a moving window whose windows went as bursts shows itself, where the other sign
+    /// (more left than before, yet not the whole quota) never comes: each burst takes the
+    /// slots as the last one's age out, and nothing frees in between. Flask-Limiter's moving
+    /// window of 8 per 1 s: its first answers after a burst of ours stated the reset of the
+    /// last burst's slots, taken for the window's end, a second too soon; early probes then
+    /// searched the phase of that second every window (15 and 19 × 429 in two of six jobs).
+    pub(super) fn reset_moved(&mut self, now: Duration, ticket: &Ticket, info: &RateLimitInfo) {
+        if self.moving
+            || self.reset_sign == ResetSign::Refuted
+            || !self.coarse
+            || !self.opened_early
+            || ticket.epoch != self.epoch
+            || self.paced_interval().is_some()
+        {
+            return;
+        }
+        let (Some(reset), Some(left)) = (info.reset, info.remaining) else {
+            return;
+        };
+        let end = now.saturating_add(reset);
+        let Some(first) = self.first_reset.as_mut() else {
+            self.first_reset = Some(FirstReset {
+                at: now,
+                end,
+                least: left,
+                rose: false,
+            });
+            return;
+        };
+        if left > first.least {
+            first.rose = true;
+        }
+        first.least = first.least.min(left);
+        let beyond = first
+            .end
+            .saturating_add(now.saturating_sub(first.at))
+            .saturating_add(GRAIN / 2);
+        if !first.rose && end > beyond {
+            tracing::trace!(
+                serial = ticket.serial,
+                moved_ms = end.saturating_sub(first.end).as_millis() as u64,
+                "pacing: the stated reset moved on within the window (moving)"
+            );
+            self.moving = true;
+            self.reset_sign = ResetSign::Holds;
+        }
+    }
+
+    /// A refusal while the key is taken for a moving window by the reset's sign alone: the
+    /// sign misled (a sliding window counter's reset moves on a whole window at its clock's
+    /// edge with nothing left, and its quota does not free as a moving window's; taken for
+    /// one for good, its early probes went by the lag of a window that does not trickle, and
+    /// were refused in every window). The key is no longer taken for moving, and the sign is
+    /// not read again for it: a moving window it missed costs what it cost before the sign.
+    pub(super) fn reset_sign_refused(&mut self) {
+        if self.reset_sign == ResetSign::Holds {
+            tracing::trace!("pacing: refused while moving by the reset's sign alone: taken back");
+            self.moving = false;
+            self.reset_sign = ResetSign::Refuted;
+        }
     }
 
     /// The answer to `ticket` shows the server counted it in a later window than an answer
@@ -187,6 +278,9 @@ impl KeyQuota {
                 "pacing: the window frees slot by slot (moving)"
             );
             self.moving = true;
+            if self.reset_sign == ResetSign::Holds {
+                self.reset_sign = ResetSign::Unread;
+            }
         }
         if !rolled
             || outcome != Outcome::Answered
