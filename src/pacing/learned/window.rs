@@ -187,6 +187,9 @@ impl KeyQuota {
     /// window of 8 per 1 s: its first answers after a burst of ours stated the reset of the
     /// last burst's slots, taken for the window's end, a second too soon; early probes then
     /// searched the phase of that second every window (15 and 19 × 429 in two of six jobs).
+    /// A stated sliding window counter gives the sign too, at its clock's edge, with nothing
+    /// left: the key is held moving by it only until a refusal
+    /// ([`reset_sign_refused`](Self::reset_sign_refused)).
     pub(super) fn reset_moved(&mut self, now: Duration, ticket: &Ticket, info: &RateLimitInfo) {
         if self.moving
             || self.reset_sign == ResetSign::Refuted
