@@ -3,6 +3,7 @@
 
 Usage: python3 scripts/acceptance/gaps.py DIR/server.log [SLICE_SECONDS]
        python3 scripts/acceptance/gaps.py DIR/server.log --bursts [QUIET_MS]
+       python3 scripts/acceptance/gaps.py DIR/server.log --timeline [FROM_S TO_S]
 
 DIR is one job's folder kept by `scripts/acceptance.sh --keep`; its server.log holds one
 "epoch-seconds status" line per answer, in the server's own clock. For each slice of the job
@@ -15,6 +16,9 @@ default), and each burst prints as START(ADMITTED,REFUSEDx,+SINCE): when it bega
 the first answer), how many it admitted and refused, and how long after the burst before
 it began. Against a window that admits its quota at once, SINCE is the window the client
 kept.
+
+With --timeline, every answer (from FROM_S to TO_S seconds after the first, the whole job by
+default) prints as its time in seconds after the first answer, an x after a refusal.
 """
 import statistics
 import sys
@@ -37,9 +41,26 @@ def bursts(answers: list, quiet_s: float) -> str:
     return " ".join(out)
 
 
+def timeline(answers: list, since: float, until: float) -> str:
+    """The answers (sorted, first at 0) from `since` to `until` s, one line."""
+    return " ".join(
+        f"{at:.3f}{'x' if status != '200' else ''}"
+        for at, status in answers
+        if since <= at <= until
+    )
+
+
 def main() -> int:
     burst_mode = len(sys.argv) >= 3 and sys.argv[2] == "--bursts"
-    if len(sys.argv) not in (2, 3) and not (burst_mode and len(sys.argv) == 4):
+    timeline_mode = len(sys.argv) >= 3 and sys.argv[2] == "--timeline"
+    if timeline_mode and len(sys.argv) not in (3, 5):
+        print(__doc__.strip(), file=sys.stderr)
+        return 2
+    if (
+        not timeline_mode
+        and len(sys.argv) not in (2, 3)
+        and not (burst_mode and len(sys.argv) == 4)
+    ):
         print(__doc__.strip(), file=sys.stderr)
         return 2
     slice_s = float(sys.argv[2]) if len(sys.argv) == 3 and not burst_mode else 10.0
@@ -57,6 +78,10 @@ def main() -> int:
         return 1
     answers.sort()
     start = answers[0][0]
+    if timeline_mode:
+        since, until = (float(sys.argv[3]), float(sys.argv[4])) if len(sys.argv) == 5 else (0.0, float("inf"))
+        print(timeline([(t - start, status) for t, status in answers], since, until))
+        return 0
     if burst_mode:
         quiet_ms = float(sys.argv[3]) if len(sys.argv) == 4 else 300.0
         print(bursts([(t - start, status) for t, status in answers], quiet_ms / 1000))
