@@ -10,10 +10,14 @@
 //! A window that sustains at most half what the first admitted is a bucket's, whose first
 //! window was its burst: the key is handed over to the `silent_rate` model (see
 //! [`Silence::hand_over`]), which paces at the rate the refusals bound, and handed back if a
-//! refusal refutes it. Windows refused inside at clearly less than the first admitted, whose
-//! refusals bound no one rate, are a sliding window counter's, which charges each burst on
-//! into the next window: the key is handed over to the `silent_pace` model (see
-//! [`Silence::pace_evenly`]), which sends evenly at the fastest interval it proves.
+//! refusal refutes it. Until then, a window of a server that may be a bucket, and admits two
+//! fewer than its first or less, goes no faster than the fastest rate the refusals bound,
+//! once those bounds agree (see [`Silence::refill_floor`]): a pause the server asks can refill
+//! more than half the burst, and windows measured over it overdraw the rate. Windows refused
+//! inside at clearly less than the first admitted, whose refusals bound no one rate, are a
+//! sliding window counter's, which charges each burst on into the next window: the key is
+//! handed over to the `silent_pace` model (see [`Silence::pace_evenly`]), which sends evenly
+//! at the fastest interval it proves.
 
 use std::time::Duration;
 
@@ -128,6 +132,10 @@ pub(super) enum Bucket {
     /// again.
     HandedBack,
 }
+
+/// The bounds on a bucket's rate agree: the upper at most this much above the lower (see
+/// [`Silence::refill_floor`]).
+const RATE_AGREED: f64 = 1.2;
 
 /// How many send times of a window are kept: its successor's requests go no sooner than one
 /// window after them, in order, for that many.
@@ -264,8 +272,17 @@ impl Silence {
         let Some(window) = self.window else {
             return SilentAdmission::Go { alone: false };
         };
-        let next_window = self.window_start.saturating_add(self.next_try(window));
+        let (next_try, floor) = (self.next_try(window), self.refill_floor(now));
+        let next_window = self.window_start.saturating_add(next_try.max(floor));
         if now >= next_window {
+            if floor > next_try {
+                tracing::debug!(
+                    at_ms = now.as_millis() as u64,
+                    window_ms = next_try.as_secs_f64() * 1e3,
+                    floor_ms = floor.as_secs_f64() * 1e3,
+                    "pacing: a window held to the rate its refusals bound"
+                );
+            }
             // A new window: its first request goes alone, so a window estimated too short
             // costs one 429, not a burst.
             // A window begun early (a midpoint tried) is unproven too: a bucket that has
@@ -329,6 +346,25 @@ impl Silence {
         } else {
             window
         }
+    }
+
+    /// The shortest a window may be while the server may still be a bucket whose later windows
+    /// admit clearly less than its first (its burst): a window's quota sent faster than the
+    /// fastest rate the refusals bound (`quota / hi`) overdraws it, whatever the window
+    /// measured, and the 429s come back every few windows (real nginx, 3 r/s with a burst of
+    /// 10 behind `Retry-After: 2`: windows of 6 every 1.85 s, a 429 every third, until the
+    /// bounds crossed by a hair at 35 s). Zero otherwise: a window limiter admits its whole
+    /// quota each window, and its refusals soon bound no one rate.
+    fn refill_floor(&self, now: Duration) -> Duration {
+        let drawn_less = self
+            .ceiling
+            .is_some_and(|ceiling| ceiling.saturating_add(2) <= self.first_measured);
+        let agree = self.bucket_hi <= self.bucket_lo * RATE_AGREED;
+        if self.bucket != Bucket::Possible || !drawn_less || !agree {
+            return Duration::ZERO;
+        }
+        let quota = self.quota(now) as f64;
+        Duration::try_from_secs_f64(quota / self.bucket_hi.max(1e-3)).unwrap_or(Duration::ZERO)
     }
 
     /// A window of one request whose first window admitted one: a rate with no burst
@@ -725,6 +761,61 @@ impl Silence {
                 "pacing: a silent server's refusals bound no one rate: not a bucket"
             );
             self.bucket = Bucket::NoOneRate;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MS: Duration = Duration::from_millis(1);
+
+    /// The state of real nginx at 3 r/s with a burst of 10 behind `Retry-After: 2`, 20 s in:
+    /// a first window of 11, later ones refused at 6, a window measured at 1.85 s, and the
+    /// refusals bounding a rate of 2.9 to 3.05 a second.
+    fn a_bucket_drawn_in_windows() -> Silence {
+        let mut silence = Silence::first(Duration::ZERO, 11);
+        silence.first_measured = 11;
+        silence.window = Some(MS * 1850);
+        silence.too_short = MS * 1800;
+        silence.ceiling = Some(6);
+        silence.floor = 6;
+        silence.bucket_lo = 2.9;
+        silence.bucket_hi = 3.05;
+        silence.used = 6;
+        silence
+    }
+
+    fn goes_at(silence: &mut Silence, now: Duration) -> Option<Duration> {
+        match silence.admit(now, 1) {
+            SilentAdmission::Go { .. } => None,
+            SilentAdmission::WaitUntil(at) => Some(at),
+        }
+    }
+
+    #[test]
+    fn a_possible_bucket_s_windows_go_no_faster_than_the_rate_its_refusals_bound() {
+        // Six a window at no more than 3.05 a second: 1.967 s, not the 1.85 measured.
+        let mut silence = a_bucket_drawn_in_windows();
+        assert_eq!(silence.quota(MS * 1850), 6);
+        let floor = Duration::from_secs_f64(6.0 / 3.05);
+        assert_eq!(goes_at(&mut silence, MS * 1850), Some(floor));
+        assert_eq!(
+            goes_at(&mut silence, floor),
+            None,
+            "a new window, its first alone"
+        );
+        // Bounds that do not agree yet (a sliding counter's, early on), a server shown to be
+        // no bucket, or windows that admit the first burst whole: the window measured.
+        for change in [
+            (|s: &mut Silence| s.bucket_lo = 1.0) as fn(&mut Silence),
+            |s| s.bucket = Bucket::NoOneRate,
+            |s| s.ceiling = Some(10),
+        ] {
+            let mut silence = a_bucket_drawn_in_windows();
+            change(&mut silence);
+            assert_eq!(goes_at(&mut silence, MS * 1850), None);
         }
     }
 }
