@@ -78,13 +78,16 @@ def main() -> int:
         return 1
     answers.sort()
     start = answers[0][0]
+    relative = [(t - start, status) for t, status in answers]
     if timeline_mode:
-        since, until = (float(sys.argv[3]), float(sys.argv[4])) if len(sys.argv) == 5 else (0.0, float("inf"))
-        print(timeline([(t - start, status) for t, status in answers], since, until))
+        since, until = 0.0, float("inf")
+        if len(sys.argv) == 5:
+            since, until = float(sys.argv[3]), float(sys.argv[4])
+        print(timeline(relative, since, until))
         return 0
     if burst_mode:
         quiet_ms = float(sys.argv[3]) if len(sys.argv) == 4 else 300.0
-        print(bursts([(t - start, status) for t, status in answers], quiet_ms / 1000))
+        print(bursts(relative, quiet_ms / 1000))
         return 0
     admitted = [t - start for t, status in answers if status == "200"]
     end = admitted[-1] if admitted else 0.0

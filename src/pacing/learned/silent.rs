@@ -12,7 +12,7 @@
 //! [`Silence::hand_over`]), which paces at the rate the refusals bound, and handed back if a
 //! refusal refutes it. Until then, a window of a server that may be a bucket, and admits two
 //! fewer than its first or less, goes no faster than the fastest rate the refusals bound,
-//! once those bounds agree (see [`Silence::refill_floor`]): a pause the server asks can refill
+//! once those bounds agree (see [`Silence::shortest_window`]): a pause the server asks can refill
 //! more than half the burst, and windows measured over it overdraw the rate. Windows refused
 //! inside at clearly less than the first admitted, whose refusals bound no one rate, are a
 //! sliding window counter's, which charges each burst on into the next window: the key is
@@ -134,7 +134,7 @@ pub(super) enum Bucket {
 }
 
 /// The bounds on a bucket's rate agree: the upper at most this much above the lower (see
-/// [`Silence::refill_floor`]).
+/// [`Silence::shortest_window`]).
 const RATE_AGREED: f64 = 1.2;
 
 /// How many send times of a window are kept: its successor's requests go no sooner than one
@@ -272,14 +272,14 @@ impl Silence {
         let Some(window) = self.window else {
             return SilentAdmission::Go { alone: false };
         };
-        let (next_try, floor) = (self.next_try(window), self.refill_floor(now));
-        let next_window = self.window_start.saturating_add(next_try.max(floor));
+        let (next_try, shortest) = (self.next_try(window), self.shortest_window(now));
+        let next_window = self.window_start.saturating_add(next_try.max(shortest));
         if now >= next_window {
-            if floor > next_try {
+            if shortest > next_try {
                 tracing::debug!(
                     at_ms = now.as_millis() as u64,
                     window_ms = next_try.as_secs_f64() * 1e3,
-                    floor_ms = floor.as_secs_f64() * 1e3,
+                    shortest_ms = shortest.as_secs_f64() * 1e3,
                     "pacing: a window held to the rate its refusals bound"
                 );
             }
@@ -355,7 +355,7 @@ impl Silence {
     /// 10 behind `Retry-After: 2`: windows of 6 every 1.85 s, a 429 every third, until the
     /// bounds crossed by a hair at 35 s). Zero otherwise: a window limiter admits its whole
     /// quota each window, and its refusals soon bound no one rate.
-    fn refill_floor(&self, now: Duration) -> Duration {
+    fn shortest_window(&self, now: Duration) -> Duration {
         let drawn_less = self
             .ceiling
             .is_some_and(|ceiling| ceiling.saturating_add(2) <= self.first_measured);
@@ -799,10 +799,10 @@ mod tests {
         // Six a window at no more than 3.05 a second: 1.967 s, not the 1.85 measured.
         let mut silence = a_bucket_drawn_in_windows();
         assert_eq!(silence.quota(MS * 1850), 6);
-        let floor = Duration::from_secs_f64(6.0 / 3.05);
-        assert_eq!(goes_at(&mut silence, MS * 1850), Some(floor));
+        let shortest = Duration::from_secs_f64(6.0 / 3.05);
+        assert_eq!(goes_at(&mut silence, MS * 1850), Some(shortest));
         assert_eq!(
-            goes_at(&mut silence, floor),
+            goes_at(&mut silence, shortest),
             None,
             "a new window, its first alone"
         );
