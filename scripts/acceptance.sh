@@ -45,7 +45,9 @@ CACHE=${XDG_CACHE_HOME:-$HOME/.cache}/reqwest-polite-acceptance
 
 # name|runner|shape|quota shown|states its quota (1/0)|model and parameters|runner's arguments
 #   [|requests]
-# model: "window Q W" (Q per W seconds) or "rate R B" (R per second, B more at once).
+# model: "window Q W" (Q per W seconds), "rate R B" (R per second, B more at once), or
+#   "counter Q W first|clock" (a sliding window counter of Q per W seconds, its windows begun at
+#   the key's first request or on the clock's multiples of W; see report.py's minimum_s).
 # runner's arguments, by runner (checked against the model, see spec_problem):
 #   express      LIMIT WINDOW_MS draft-6|draft-7|draft-8|legacy|none
 #   flask        LIMIT WINDOW_S moving-window|sliding-window-counter|fixed-window headers|none
@@ -54,14 +56,14 @@ CACHE=${XDG_CACHE_HOME:-$HOME/.cache}/reqwest-polite-acceptance
 #   haproxy      LIMIT PERIOD_S (whole seconds) RETRY_AFTER (seconds, or none): a stick table's
 #                http_req_rate(PERIOD_S), which counts every request, refused ones too, and a 429
 #                above LIMIT. For a client that does not press on it admits LIMIT per period
-#                (model "window LIMIT PERIOD_S"); one that does keeps itself refused.
+#                (model "counter LIMIT PERIOD_S first"); one that does keeps itself refused.
 # requests: the job's request count; empty or left out, the --requests value.
 SERVERS=(
     "express-draft8|express|fixed window from the client's first request|20 per 2 s|1|window 20 2|20 2000 draft-8"
     "express-bare|express|fixed window from the client's first request, bare 429|20 per 2 s|0|window 20 2|20 2000 none"
     "flask-moving|flask|moving window (sliding log)|20 per 2 s|1|window 20 2|20 2 moving-window headers"
     "flask-moving-bare|flask|moving window (sliding log), bare 429|9 per 1 s|0|window 9 1|9 1 moving-window none"
-    "flask-counter|flask|sliding window counter (clock-aligned windows)|17 per 2 s|1|window 17 2|17 2 sliding-window-counter headers"
+    "flask-counter|flask|sliding window counter (clock-aligned windows)|17 per 2 s|1|counter 17 2 clock|17 2 sliding-window-counter headers"
     "nginx-bare|nginx|GCRA, no burst, bare 429|10 r/s|0|rate 10 0|10r/s 0 none"
     "nginx-burst|nginx|GCRA, burst=20 nodelay, bare 429|10 r/s + 20|0|rate 10 20|10r/s 20 none"
     "nginx-burst-ra|nginx|GCRA, burst=20 nodelay, Retry-After: 1|10 r/s + 20|0|rate 10 20|10r/s 20 1"
@@ -77,14 +79,14 @@ PANEL=(
     "express-draft7-8per2s|express|fixed window from the client's first request, draft-7 RateLimit|8 per 2 s|1|window 8 2|8 2000 draft-7|240"
     "express-legacy-15per2s|express|fixed window from the client's first request, X-RateLimit-*|15 per 2 s|1|window 15 2|15 2000 legacy|375"
     "flask-moving-10per1s|flask|moving window (sliding log)|10 per 1 s|1|window 10 1|10 1 moving-window headers|500"
-    "flask-counter-10per1s|flask|sliding window counter (clock-aligned windows)|10 per 1 s|1|window 10 1|10 1 sliding-window-counter headers|500"
-    "flask-counter-30per3s|flask|sliding window counter (clock-aligned windows)|30 per 3 s|1|window 30 3|30 3 sliding-window-counter headers|600"
+    "flask-counter-10per1s|flask|sliding window counter (clock-aligned windows)|10 per 1 s|1|counter 10 1 clock|10 1 sliding-window-counter headers|500"
+    "flask-counter-30per3s|flask|sliding window counter (clock-aligned windows)|30 per 3 s|1|counter 30 3 clock|30 3 sliding-window-counter headers|600"
     "nginx-5rs|nginx|GCRA, no burst, bare 429|5 r/s|0|rate 5 0|5r/s 0 none|250"
     "nginx-25rs-burst50|nginx|GCRA, burst=50 nodelay, bare 429|25 r/s + 50|0|rate 25 50|25r/s 50 none|1300"
     "nginx-3rs-burst10-ra2|nginx|GCRA, burst=10 nodelay, Retry-After: 2|3 r/s + 10|0|rate 3 10|3r/s 10 2|160"
     "token-bucket-7rs-cap3|tokenbucket|token bucket, bare 429|7 r/s, 3 at once|0|rate 7 2|7 3|350"
-    "haproxy-20per2s|haproxy|stick table http_req_rate, refused requests counted too, bare 429|20 per 2 s|0|window 20 2|20 2 none|520"
-    "haproxy-10per1s-ra1|haproxy|stick table http_req_rate, refused requests counted too, Retry-After: 1|10 per 1 s|0|window 10 1|10 1 1|500"
+    "haproxy-20per2s|haproxy|stick table http_req_rate, refused requests counted too, bare 429|20 per 2 s|0|counter 20 2 first|20 2 none|520"
+    "haproxy-10per1s-ra1|haproxy|stick table http_req_rate, refused requests counted too, Retry-After: 1|10 per 1 s|0|counter 10 1 first|10 1 1|500"
 )
 
 requests=600
@@ -151,15 +153,18 @@ spec_problem() {
     if [ -n "$job_requests" ] && ! is_count "$job_requests"; then
         echo "requests (field 8) is '$job_requests', not a count (or empty for --requests)"; return
     fi
-    read -r model a b rest <<<"$model_args"
+    read -r model a b c rest <<<"$model_args"
     case $model in
         window)
-            { is_count "$a" && is_positive "$b" && [ -z "$rest" ]; } \
+            { is_count "$a" && is_positive "$b" && [ -z "$c" ]; } \
                 || { echo "model '$model_args': a window is 'window Q W', Q a count, W seconds > 0"; return; } ;;
+        counter)
+            { is_count "$a" && is_positive "$b" && [[ $c =~ ^(first|clock)$ ]] && [ -z "$rest" ]; } \
+                || { echo "model '$model_args': a counter is 'counter Q W first|clock', Q a count, W seconds > 0"; return; } ;;
         rate)
-            { is_positive "$a" && is_count_or_zero "$b" && [ -z "$rest" ]; } \
+            { is_positive "$a" && is_count_or_zero "$b" && [ -z "$c" ]; } \
                 || { echo "model '$model_args': a rate is 'rate R B', R per second > 0, B a count or 0"; return; } ;;
-        *) echo "model '$model_args': 'window Q W' or 'rate R B'"; return ;;
+        *) echo "model '$model_args': 'window Q W', 'rate R B' or 'counter Q W first|clock'"; return ;;
     esac
     read -r x y z rest <<<"$runner_args"
     case $runner in
@@ -175,8 +180,12 @@ spec_problem() {
                 && [[ $z =~ ^(moving-window|sliding-window-counter|fixed-window)$ ]] \
                 && [[ $rest =~ ^(headers|none)$ ]]; } \
                 || { echo "flask's arguments '$runner_args': LIMIT WINDOW_S (whole seconds) moving-window|sliding-window-counter|fixed-window headers|none"; return; }
-            { [ "$model" = window ] && [ "$a" = "$x" ] && numbers_equal "$b" "$y"; } \
-                || { echo "model '$model_args' is not Flask-Limiter's $x per $y s (window $x $y)"; return; }
+            # limits' sliding window counter keys its windows by the epoch divided by W.
+            local expected="window $x $y"
+            [ "$z" = sliding-window-counter ] && expected="counter $x $y clock"
+            { [ "$model" = "${expected%% *}" ] && [ "$a" = "$x" ] && numbers_equal "$b" "$y" \
+                && { [ "$model" = window ] || [ "$c" = clock ]; }; } \
+                || { echo "model '$model_args' is not Flask-Limiter's $x per $y s $z ($expected)"; return; }
             ;;
         nginx)
             { [[ $x =~ ^[1-9][0-9]*r/[sm]$ ]] && is_count_or_zero "$y" \
@@ -196,8 +205,9 @@ spec_problem() {
         haproxy)
             { is_count "$x" && is_count "$y" && [[ $z =~ ^(none|[1-9][0-9]*)$ ]] && [ -z "$rest" ]; } \
                 || { echo "haproxy's arguments '$runner_args': LIMIT PERIOD_S (whole seconds) RETRY_AFTER (seconds or none)"; return; }
-            { [ "$model" = window ] && [ "$a" = "$x" ] && numbers_equal "$b" "$y"; } \
-                || { echo "model '$model_args' is not HAProxy's $x per $y s (window $x $y)"; return; }
+            # A stick table's rate begins its first period at the entry's first request.
+            { [ "$model" = counter ] && [ "$a" = "$x" ] && numbers_equal "$b" "$y" && [ "$c" = first ]; } \
+                || { echo "model '$model_args' is not HAProxy's $x per $y s (counter $x $y first)"; return; }
             ;;
         *) echo "runner '$runner': express, flask, nginx, tokenbucket or haproxy"; return ;;
     esac
@@ -430,13 +440,13 @@ collect_and_stop() {
 
 # The crate's governor set by hand to the quota, and nothing else holding requests back
 # (--no-learn: the server's headers are not read; a 429 is still retried after what it says).
-# A window of Q per W becomes Q per W spaced evenly (burst 1: a burst of Q would spend a second
+# A window (or a counter) of Q per W becomes Q per W spaced evenly (burst 1: a burst of Q would spend a second
 # window's quota within the first); a rate R with B more at once becomes R per second with a
 # burst of B + 1, the same GCRA.
 governor_flags() {
     local model=$1 a=$2 b=$3
     case $model in
-        window) echo "--rate $a --per $b --burst 1 --no-learn" ;;
+        window | counter) echo "--rate $a --per $b --burst 1 --no-learn" ;;
         rate) echo "--rate $a --burst $((b + 1)) --no-learn" ;;
     esac
 }
@@ -449,7 +459,7 @@ job_number=0
 for line in "${selected[@]}"; do
     IFS='|' read -r name runner shape quota states model_args runner_args job_requests <<<"$line"
     job_requests=${job_requests:-$requests}
-    read -r model a b <<<"$model_args"
+    read -r model a b anchor <<<"$model_args"
     for client in ${clients//,/ }; do
         job_number=$((job_number + 1))
         dir=$work/jobs/$(printf '%02d' "$job_number")-$name-$client
@@ -481,16 +491,18 @@ for line in "${selected[@]}"; do
         say "  $(head -1 "$dir/client.out" 2>/dev/null) ($((SECONDS - job_started)) s)"
         # Each value as an argument, so that a --server's text needs no quoting.
         python3 - "$dir/job.json" "$name" "$runner" "$shape" "$quota" "$states" "$model" "$a" "$b" \
-            "$job_requests" "$concurrency" "$client" "$flags" "$exit_code" <<'EOF'
+            "${anchor:-}" "$job_requests" "$concurrency" "$client" "$flags" "$exit_code" <<'EOF'
 import json, sys
-(path, server, runner, shape, quota, states, model, a, b, requests, concurrency, client, flags,
- exit_code) = sys.argv[1:]
+(path, server, runner, shape, quota, states, model, a, b, anchor, requests, concurrency, client,
+ flags, exit_code) = sys.argv[1:]
 number = lambda text: int(text) if text.isdigit() else float(text)
 job = {"server": server, "runner": runner, "shape": shape, "quota": quota,
        "states_quota": states == "1", "model": model, "requests": int(requests),
        "concurrency": int(concurrency), "client": client, "flags": flags, "exit": int(exit_code)}
-if model == "window":
+if model in ("window", "counter"):
     job.update(q=number(a), w=number(b))
+    if model == "counter":
+        job.update(anchor=anchor)
 else:
     job.update(r=number(a), b=number(b))
 json.dump(job, open(path, "w"))

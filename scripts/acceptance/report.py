@@ -21,12 +21,31 @@ MAX_429_STATED = 3
 MAX_429_SILENT = 10
 
 
-def minimum_s(job: dict) -> float:
-    """The quota's minimum time for the job's requests: from the first admission to the last."""
+def minimum_s(job: dict, first_epoch: float | None) -> float:
+    """The quota's minimum time for the job's requests: from the first admission to the last.
+
+    A window of Q per W: the requests go Q at a time, a window apart. A rate R with B more at
+    once: B + 1 at once, then one every 1 / R. A sliding window counter of Q per W (model
+    "counter") weighs the last window's count by the share of it the sliding window still
+    covers: no window admits more than Q (at its end the last one weighs nothing), and after a
+    full window the m-th request of the next goes only once more than (m - 1) / Q of it has
+    passed (HAProxy's `http_req_rate` and limits' counter both admit while the weighed count,
+    rounded down, stays within Q). So N requests take ceil(N / Q) windows, the last one
+    (m - 1) / Q of a window in for its m-th. A counter on the clock (anchor "clock", windows
+    at the multiples of W) begins its first window before the job: the job's first request,
+    at `first_epoch` on the server's clock, came that far into it, so much the sooner ends.
+    """
     n = job["requests"]
-    if job["model"] == "window":
+    if job["model"] in ("window", "counter"):
         q, w = job["q"], job["w"]
-        return (math.ceil(n / q) - 1) * w
+        windows = math.ceil(n / q)
+        if job["model"] == "window":
+            return (windows - 1) * w
+        if windows < 2:
+            return 0.0
+        last = n - (windows - 1) * q
+        into_first = first_epoch % w if job.get("anchor") == "clock" and first_epoch else 0.0
+        return (windows - 1) * w - into_first + (last - 1) * w / q
     r, b = job["r"], job["b"]
     return max(n - b - 1, 0) / r
 
@@ -64,7 +83,7 @@ def main() -> int:
         job = json.loads((folder / "job.json").read_text())
         summary = client_summary(folder)
         answers = server_answers(folder)
-        minimum = minimum_s(job)
+        minimum = minimum_s(job, answers[0][0] if answers else None)
         refused = [t for t, status in answers if status == 429]
         if answers:
             first, last = answers[0][0], answers[-1][0]
