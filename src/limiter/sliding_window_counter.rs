@@ -45,11 +45,17 @@ struct SlidingCounterRules {
     next_unit: bool,
     /// Refused requests count too (see [`SlidingWindowCounter::counting_refused`]).
     count_refused: bool,
+    /// Each key's windows begin with its first request (see
+    /// [`SlidingWindowCounter::anchored_at_first_request`]).
+    from_first_request: bool,
 }
 
 /// One key's counts in the window it was last used in and in the window before.
 struct TwoWindowCounts {
+    /// The current window's index on the clock (windows at the multiples of the window).
     index: u64,
+    /// The current window's start, for windows that begin with the key's first request.
+    start: Option<u64>,
     previous: u64,
     current: u64,
 }
@@ -66,6 +72,7 @@ impl SlidingWindowCounter {
                 floored: false,
                 next_unit: false,
                 count_refused: false,
+                from_first_request: false,
             }),
         })
     }
@@ -146,6 +153,36 @@ impl SlidingWindowCounter {
         self.with_rules(|rules| rules.count_refused = true)
     }
 
+    /// Each key's windows begin with its first request, one after the other, rather than on
+    /// the clock's multiples of the window; a key left idle for two windows begins afresh
+    /// with its next request. HAProxy's frequency counters (a stick table's `http_req_rate`)
+    /// count so.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use reqwest_polite::limiter::{RateLimiter, SlidingWindowCounter};
+    /// use reqwest_polite::time::ManualClock;
+    ///
+    /// let clock = ManualClock::new();
+    /// clock.set(Duration::from_millis(700));
+    /// let limiter = SlidingWindowCounter::new(2, Duration::from_secs(1))?
+    ///     .floored()
+    ///     .anchored_at_first_request()
+    ///     .with_clock(clock.clone());
+    ///
+    /// assert!(limiter.check("alice", 2).allowed); // her windows: 0.7 s to 1.7 s, and on
+    /// clock.set(Duration::from_millis(1_200)); // on the clock, 2 × 0.8 = 1.6 would leave 1
+    /// assert!(!limiter.check("alice", 1).allowed);
+    /// clock.set(Duration::from_millis(2_200)); // her second window: 2 × 0.5 = 1, so 1 fits
+    /// assert!(limiter.check("alice", 1).allowed);
+    /// clock.set(Duration::from_millis(9_000)); // idle two windows and more: afresh
+    /// assert!(limiter.check("alice", 2).allowed);
+    /// # Ok::<(), reqwest_polite::limiter::LimiterConfigError>(())
+    /// ```
+    pub fn anchored_at_first_request(self) -> Self {
+        self.with_rules(|rules| rules.from_first_request = true)
+    }
+
     fn with_rules(self, change: impl FnOnce(&mut SlidingCounterRules)) -> Self {
         Self {
             states: self.states.with_rules(change),
@@ -154,6 +191,41 @@ impl SlidingWindowCounter {
 }
 
 impl SlidingCounterRules {
+    /// Moves `counts` on to the window `now` falls in; returns that window's start.
+    fn roll(&self, counts: &mut TwoWindowCounts, now: u64) -> u64 {
+        let window = self.window_nanos;
+        if self.from_first_request {
+            let start = match counts.start {
+                // A clock that went back keeps counting in the window already reached.
+                Some(start) if now.saturating_sub(start) < window => start,
+                Some(start) if now.saturating_sub(start) / 2 < window => {
+                    counts.previous = counts.current;
+                    counts.current = 0;
+                    start.saturating_add(window)
+                }
+                _ => {
+                    counts.previous = 0;
+                    counts.current = 0;
+                    now
+                }
+            };
+            counts.start = Some(start);
+            return start;
+        }
+        let index = now / window;
+        // A clock that went back keeps counting in the window already reached.
+        if index > counts.index {
+            counts.previous = if index == counts.index + 1 {
+                counts.current
+            } else {
+                0
+            };
+            counts.current = 0;
+            counts.index = index;
+        }
+        counts.index.saturating_mul(window)
+    }
+
     /// The estimate × window (exact in integers), `elapsed` nanoseconds into the window.
     fn scaled_estimate(&self, previous: u64, current: u128, elapsed: u128) -> u128 {
         let window = u128::from(self.window_nanos);
@@ -200,28 +272,15 @@ impl Algorithm for SlidingCounterRules {
     fn fresh(&self) -> TwoWindowCounts {
         TwoWindowCounts {
             index: 0,
+            start: None,
             previous: 0,
             current: 0,
         }
     }
 
     fn decide(&self, counts: &mut TwoWindowCounts, now: u64, cost: u64) -> Decision {
-        let index = now / self.window_nanos;
-        // A clock that went back keeps counting in the window already reached.
-        if index > counts.index {
-            let previous = if index == counts.index + 1 {
-                counts.current
-            } else {
-                0
-            };
-            *counts = TwoWindowCounts {
-                index,
-                previous,
-                current: 0,
-            };
-        }
         let window = u128::from(self.window_nanos);
-        let window_start = u128::from(counts.index) * window;
+        let window_start = u128::from(self.roll(counts, now));
         let elapsed = u128::from(now).saturating_sub(window_start).min(window);
         let budget = u128::from(self.limit) * window;
         let with_cost = u128::from(counts.current) + u128::from(cost);
@@ -272,6 +331,12 @@ impl Algorithm for SlidingCounterRules {
     }
 
     fn is_idle(&self, counts: &TwoWindowCounts, now: u64) -> bool {
+        if self.from_first_request {
+            // Two windows on, the next request begins afresh whatever the counts.
+            return counts
+                .start
+                .is_none_or(|start| now.saturating_sub(start) / 2 >= self.window_nanos);
+        }
         let index = now / self.window_nanos;
         if index > counts.index.saturating_add(1) {
             true
