@@ -17,7 +17,13 @@
 //! inside at clearly less than the first admitted, whose refusals bound no one rate, are a
 //! sliding window counter's, which charges each burst on into the next window: the key is
 //! handed over to the `silent_pace` model (see [`Silence::pace_evenly`]), which sends evenly
-//! at the fastest interval it proves.
+//! at the fastest interval it proves. So is a shortened window (sent at a midpoint) that
+//! admits part of a burst, two fewer than the first or less, once the refusals have refuted a
+//! bucket by far (see [`Silence::trial_refused`]): a counter that frees a burst gradually, where
+//! a fixed window not yet over frees none. HAProxy's stick table, whose windows begin with
+//! the key's first request and begin afresh after two idle, admits a whole burst to windows
+//! sent two of its windows apart and part of one to those sent sooner, so the window model's
+//! windows against it alternate and its refusals inside come rarely.
 
 use std::time::Duration;
 
@@ -117,6 +123,10 @@ pub(super) struct Silence {
     /// The window the first probes measured (from the first request to the first probe
     /// admitted): an upper bound on the window.
     first_window: Option<Duration>,
+    /// How long after the first request the last probe refused before that one went, if one
+    /// was: a lower bound on the window for a limiter whose windows begin with our first
+    /// request (see [`Silence::pace_evenly`]).
+    first_refused_probe: Option<Duration>,
     /// Whether the server may still be a bucket.
     pub(super) bucket: Bucket,
 }
@@ -137,6 +147,10 @@ pub(super) enum Bucket {
 /// [`Silence::shortest_window`]).
 const RATE_AGREED: f64 = 1.2;
 
+/// The refusals bound a bucket's rate from below at this many times their bound from above,
+/// or more: no bucket, by far (see [`Silence::trial_refused`]).
+const REFUTED_BY_FAR: f64 = 2.0;
+
 /// How many send times of a window are kept: its successor's requests go no sooner than one
 /// window after them, in order, for that many.
 const SENDS_KEPT: usize = 256;
@@ -153,6 +167,8 @@ struct Probing {
     next_pause: Duration,
     /// How long after `from` the last refused request went: the window is longer.
     refused_after: Duration,
+    /// Whether that request was a probe (sent after a pause), not one of the burst refused.
+    probe_refused: bool,
 }
 
 /// What an admission taught the silent model.
@@ -204,6 +220,7 @@ impl Silence {
             rate: None,
             pace: None,
             first_window: None,
+            first_refused_probe: None,
             bucket: Bucket::Possible,
         }
     }
@@ -410,6 +427,9 @@ impl Silence {
             if self.first_measured == 0 {
                 self.first_measured = measured;
                 self.first_window = Some(window);
+                self.first_refused_probe = probing
+                    .probe_refused
+                    .then_some(probing.refused_after.min(window));
             }
             // A whole window, counted: a floor. The curve restarts from the throttle as after
             // any other, so it probes above the floor only once it has climbed back to it (K
@@ -472,6 +492,7 @@ impl Silence {
         if let Some(probing) = &mut self.probing {
             // A probe failed: the window has not ended yet; wait longer before the next.
             probing.refused_after = ticket.sent.saturating_sub(probing.from);
+            probing.probe_refused = true;
             let pause = probing.next_pause;
             probing.next_pause = pause.mul_f64(PAUSE_GROWTH).min(LONGEST_PAUSE);
             return pause;
@@ -484,6 +505,7 @@ impl Silence {
                 at: now,
                 next_pause: FIRST_PAUSE,
                 refused_after: ticket.sent.saturating_sub(self.window_start),
+                probe_refused: false,
             },
             // The first request of a window was refused: the window before is still running;
             // what it admitted is its quota.
@@ -573,6 +595,7 @@ impl Silence {
             at: now,
             next_pause: FIRST_PAUSE,
             refused_after: into,
+            probe_refused: false,
         })
     }
 
@@ -582,7 +605,22 @@ impl Silence {
     /// rested passed on its credit. Every trial since the last refusal is undone (the earlier
     /// ones may have passed on a credit too), and the window refused is known too short. The
     /// quota is not lowered: at the longer window it was enough. Returns the pause.
+    ///
+    /// Unless the window admitted part of a burst (two fewer than the first or less) and the
+    /// refusals refuted a bucket by far ([`REFUTED_BY_FAR`]): what a shortened window admits
+    /// is what the limiter had freed by then, part of a burst for a counter that frees one
+    /// gradually, none for a fixed window not yet over. The key is then paced evenly (see
+    /// [`Silence::pace_evenly`]). A bucket frees part of a burst too, but its refusals cross
+    /// their bounds by a hair, if at all: on the grid's bucket of 5 per second behind
+    /// `Retry-After: 1` (by 1.5 %), the hand-over without that condition drew up to 11 × 429
+    /// late (0-1 with it).
     fn trial_refused(&mut self, now: Duration, window: Duration) -> Duration {
+        if self.admitted > 0
+            && self.bucket_lo > REFUTED_BY_FAR * self.bucket_hi
+            && let Some(pause) = self.pace_at(now, self.admitted)
+        {
+            return pause;
+        }
         let trial = self.before_trial.take().unwrap_or(window);
         let enough = self.before_trials.take().unwrap_or(trial).max(trial);
         self.too_short = self.too_short.max(window);
@@ -679,9 +717,15 @@ impl Silence {
     /// over to the `silent_pace` model for good, starting at the first window measured over
     /// what it admitted: slower than the edge when this window admitted half the first burst
     /// or more, and tried shorter at once; perhaps faster otherwise, and proven first (see the
-    /// `silent_pace` module). Returns the pause it asks.
+    /// `silent_pace` module), its first trial aimed at the first refused probe's bound when
+    /// there was one. Returns the pause it asks.
     fn pace_evenly(&mut self, now: Duration) -> Option<Duration> {
         let sustained = self.ceiling.unwrap_or(u64::MAX).min(self.quota(now));
+        self.pace_at(now, sustained)
+    }
+
+    /// [`Silence::pace_evenly`] for windows that sustain `sustained` requests.
+    fn pace_at(&mut self, now: Duration, sustained: u64) -> Option<Duration> {
         if self.bucket != Bucket::NoOneRate
             || self.first_measured < 3
             || sustained.saturating_mul(10) > self.first_measured.saturating_mul(9)
@@ -698,7 +742,13 @@ impl Silence {
             interval_ms = interval.as_secs_f64() * 1e3,
             "pacing: a silent server charges bursts on (no bucket, no window): paced evenly"
         );
-        let mut pace = SilentPace::new(interval, self.first_measured, now);
+        // A probe refused before the first one admitted bounds the first window from below:
+        // for a counter whose windows begin with our first request, the edge's interval is no
+        // shorter than that over the first burst, and the first trial aims there.
+        let aim = self
+            .first_refused_probe
+            .map(|refused| refused / u32::try_from(self.first_measured).unwrap_or(u32::MAX));
+        let mut pace = SilentPace::new(interval, self.first_measured, now).aiming_at(aim);
         // Half the first burst or more admitted again one first window after the last: the
         // limiter had freed that much of it by then, so the first window was no shorter than
         // the pace it gives (a counter that frees a burst gradually admits a tenth of one

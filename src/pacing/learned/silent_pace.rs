@@ -32,6 +32,17 @@
 //! limiter had freed that much one first window on, and the first interval is slower than the
 //! edge: its first trial begins at once ([`SilentPace::slower_than_the_edge`]), where the
 //! other must first be proven.
+//!
+//! The first trial (at once, or once the first interval is proven) can be aimed ([`SilentPace::aiming_at`]).
+//! A probe refused before the first one admitted went while
+//! the first window still held: for a counter whose windows begin with our first request
+//! (HAProxy's), the window is longer than that, and the edge's interval no shorter than it
+//! over the first burst. When that estimate is shorter than a fifth off the first interval
+//! (and no shorter than half of it), the first trial goes there, and the search takes fine
+//! steps from it ([`FINE_STEP`], a refusal ending it): proven, a fine step shorter, doubled
+//! with each proof; refused, one fine step above it. A counter on the clock can refuse a probe
+//! early in a window that began before ours, so the estimate can be short of the edge: the
+//! aimed trial is then refused, once, as a fifth shorter would have been.
 
 use std::time::Duration;
 
@@ -44,6 +55,10 @@ use std::time::Duration;
 pub(super) const KNOWN_WITHIN: f64 = 0.06;
 /// A trial before any refusal: this much shorter than the proven interval.
 const FIRST_STEP: f64 = 0.8;
+/// A step beside an aimed trial (see [`SilentPace::slower_than_the_edge`]): small enough that
+/// a refusal after one of them or two ends the search (the bounds are then within
+/// [`KNOWN_WITHIN`]).
+const FINE_STEP: f64 = 1.0 / (1.0 + 0.4 * KNOWN_WITHIN);
 /// How many quotas' worth of requests a trial sends before it is proven.
 const PROOF_QUOTAS: f64 = 1.5;
 /// The shortest proof.
@@ -77,6 +92,14 @@ pub(super) struct SilentPace {
     /// A proven pace was refused later on: the edge is just below it, and no trial goes
     /// again.
     settled: bool,
+    /// The first trial was aimed at an estimate of the edge, and this many trials below it
+    /// have been proven since, with no refusal: each next trial goes that many [`FINE_STEP`]s
+    /// shorter, doubled each time (but never more than a [`FIRST_STEP`]); the aimed trial
+    /// refused, the next goes a fine step above it.
+    aimed: Option<u32>,
+    /// An estimate of the edge the first trial aims at, if it falls where one may (see
+    /// [`SilentPace::aiming_at`]); taken by that trial.
+    aim: Option<Duration>,
 }
 
 impl SilentPace {
@@ -94,11 +117,21 @@ impl SilentPace {
             paused_until: now.saturating_add(ok * PAUSE_INTERVALS),
             refused_at: now,
             settled: false,
+            aimed: None,
+            aim: None,
         }
     }
 
-    /// The first interval is known to be slower than the edge: its first trial (a fifth
-    /// shorter) begins at once, not after a proof of an interval that needs none.
+    /// The first trial aims at `aim`, an estimate of the edge, if it is shorter than a fifth
+    /// off the first interval and no shorter than half of it; the search then takes
+    /// [`FINE_STEP`]s from the aim.
+    pub(super) fn aiming_at(mut self, aim: Option<Duration>) -> SilentPace {
+        self.aim = aim;
+        self
+    }
+
+    /// The first interval is known to be slower than the edge: its first trial begins at
+    /// once, not after a proof of an interval that needs none.
     pub(super) fn slower_than_the_edge(mut self) -> SilentPace {
         self.trying = self.next_trial();
         self
@@ -137,14 +170,27 @@ impl SilentPace {
             .max(LEAST_PROOF)
     }
 
-    /// The next interval to try after `ok` is proven, if the edge is not yet known.
-    fn next_trial(&self) -> Option<Duration> {
+    /// The next interval to try after `ok` is proven, if the edge is not yet known; the first
+    /// trial takes the aim, if there is one where it may go.
+    fn next_trial(&mut self) -> Option<Duration> {
         if self.known() {
             return None;
         }
-        let next = match self.too_short {
-            None => self.ok.mul_f64(FIRST_STEP),
-            Some(short) => (self.ok + short) / 2,
+        if let Some(aim) = self.aim.take()
+            && self.too_short.is_none()
+            && aim < self.ok.mul_f64(FIRST_STEP)
+            && aim >= self.ok / 2
+        {
+            self.aimed = Some(0);
+            return Some(aim);
+        }
+        let next = match (self.too_short, self.aimed) {
+            (None, Some(proven)) => self
+                .ok
+                .mul_f64(FINE_STEP.powi(1 << proven.min(3)).max(FIRST_STEP)),
+            (None, None) => self.ok.mul_f64(FIRST_STEP),
+            (Some(short), Some(0)) => short.div_f64(FINE_STEP),
+            (Some(short), _) => (self.ok + short) / 2,
         };
         (next < self.ok).then_some(next)
     }
@@ -158,7 +204,14 @@ impl SilentPace {
         if now >= self.from.saturating_add(self.proof(interval)) {
             // Sustained for a whole proof without a refusal: proven, and the next trial begins.
             self.ok = interval;
+            let aimed = self.aimed;
             self.trying = self.next_trial();
+            self.aimed = match (aimed, self.too_short) {
+                (Some(proven), None) => Some(proven + 1),
+                (Some(_), Some(_)) => None,
+                // The aim taken by this trial, or none.
+                (None, _) => self.aimed,
+            };
             self.from = now;
             tracing::trace!(
                 at_ms = now.as_millis() as u64,
@@ -367,6 +420,62 @@ mod tests {
         pace.refused(400 * MS, 402 * MS);
         assert_eq!(pace.too_short, Some(160 * MS));
         assert_eq!(pace.interval(), 200 * MS);
+    }
+
+    #[test]
+    fn an_aimed_first_trial_proven_is_followed_by_fine_steps_that_grow() {
+        // First interval 200 ms, the edge estimated at 110 ms: the first trial goes there at
+        // once (a fifth shorter would be 160 ms).
+        let mut pace = SilentPace::new(200 * MS, 10, Duration::ZERO)
+            .aiming_at(Some(110 * MS))
+            .slower_than_the_edge();
+        assert_eq!(pace.interval(), 110 * MS);
+        // Proven after 10 × 1.5 of it (1.65 s): the next trial a fine step shorter, then two.
+        assert_eq!(pace.admit(1_650 * MS), None);
+        assert_eq!(pace.proven(), 110 * MS);
+        assert_eq!(pace.interval(), (110 * MS).mul_f64(FINE_STEP));
+        let first_fine = pace.interval();
+        assert_eq!(pace.admit(1_650 * MS + first_fine * 15), None);
+        assert_eq!(pace.proven(), first_fine);
+        assert_eq!(pace.interval(), first_fine.mul_f64(FINE_STEP * FINE_STEP));
+        // Refused there: the bounds are within two fine steps, and the search ends.
+        let second_fine = pace.interval();
+        let at = 1_650 * MS + first_fine * 15 + second_fine;
+        pace.refused(at, at + 2 * MS);
+        assert_eq!(pace.too_short, Some(second_fine));
+        assert_eq!(pace.interval(), first_fine);
+        assert!(pace.known(), "{pace:?}");
+    }
+
+    #[test]
+    fn an_aimed_first_trial_refused_is_followed_by_one_a_fine_step_above_it() {
+        let mut pace = SilentPace::new(200 * MS, 10, Duration::ZERO)
+            .aiming_at(Some(110 * MS))
+            .slower_than_the_edge();
+        assert_eq!(pace.admit(400 * MS), None);
+        pace.refused(400 * MS, 402 * MS);
+        assert_eq!(pace.too_short, Some(110 * MS));
+        assert_eq!(pace.interval(), 200 * MS);
+        // The first interval proven again (3 s at it): the next trial just above the aim, not
+        // at the midpoint (155 ms); proven, the edge is known.
+        assert_eq!(pace.admit(402 * MS + 3_000 * MS), None);
+        let above = (110 * MS).div_f64(FINE_STEP);
+        assert_eq!(pace.interval(), above);
+        assert!(above < 114 * MS);
+        assert_eq!(pace.admit(402 * MS + 3_000 * MS + above * 15), None);
+        assert_eq!(pace.proven(), above);
+        assert!(pace.known(), "{pace:?}");
+    }
+
+    #[test]
+    fn an_aim_no_shorter_than_a_first_step_or_shorter_than_half_is_not_taken() {
+        for aim in [170 * MS, 90 * MS] {
+            let pace = SilentPace::new(200 * MS, 10, Duration::ZERO)
+                .aiming_at(Some(aim))
+                .slower_than_the_edge();
+            assert_eq!(pace.interval(), 160 * MS, "aim {aim:?}");
+            assert_eq!(pace.aimed, None);
+        }
     }
 
     #[test]
