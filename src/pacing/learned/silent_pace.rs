@@ -33,16 +33,16 @@
 //! edge: its first trial begins at once ([`SilentPace::slower_than_the_edge`]), where the
 //! other must first be proven.
 //!
-//! The first trial (at once, or once the first interval is proven) can be aimed ([`SilentPace::aiming_at`]).
-//! A probe refused before the first one admitted went while
-//! the first window still held: for a counter whose windows begin with our first request
+//! The first trial (at once, or once the first interval is proven) can be aimed
+//! ([`SilentPace::aiming_at`]). A probe refused before the first one admitted went while the
+//! first window still held: for a counter whose windows begin with our first request
 //! (HAProxy's), the window is longer than that, and the edge's interval no shorter than it
 //! over the first burst. When that estimate is shorter than a fifth off the first interval
 //! (and no shorter than half of it), the first trial goes there, and the search takes fine
-//! steps from it ([`FINE_STEP`], a refusal ending it): proven, a fine step shorter, doubled
-//! with each proof; refused, one fine step above it. A counter on the clock can refuse a probe
-//! early in a window that began before ours, so the estimate can be short of the edge: the
-//! aimed trial is then refused, once, as a fifth shorter would have been.
+//! steps from it ([`FINE_STEP`]): proven, a fine step shorter, the step doubled with each
+//! proof; refused, one fine step above it, then the midpoints as before. A counter on the
+//! clock can refuse a probe early in a window that began before ours, so the estimate can be
+//! short of the edge: the aimed trial is then refused, as a fifth shorter would have been.
 
 use std::time::Duration;
 
@@ -55,7 +55,7 @@ use std::time::Duration;
 pub(super) const KNOWN_WITHIN: f64 = 0.06;
 /// A trial before any refusal: this much shorter than the proven interval.
 const FIRST_STEP: f64 = 0.8;
-/// A step beside an aimed trial (see [`SilentPace::slower_than_the_edge`]): small enough that
+/// A step beside an aimed trial (see [`SilentPace::aiming_at`]): small enough that
 /// a refusal after one of them or two ends the search (the bounds are then within
 /// [`KNOWN_WITHIN`]).
 const FINE_STEP: f64 = 1.0 / (1.0 + 0.4 * KNOWN_WITHIN);
@@ -465,6 +465,23 @@ mod tests {
         assert_eq!(pace.admit(402 * MS + 3_000 * MS + above * 15), None);
         assert_eq!(pace.proven(), above);
         assert!(pace.known(), "{pace:?}");
+    }
+
+    #[test]
+    fn an_aim_waits_for_a_first_interval_not_known_slow_to_be_proven() {
+        let mut pace = SilentPace::new(200 * MS, 10, Duration::ZERO).aiming_at(Some(110 * MS));
+        assert_eq!(pace.interval(), 200 * MS);
+        assert_eq!(pace.admit(400 * MS), None);
+        assert_eq!(
+            pace.interval(),
+            200 * MS,
+            "the first interval is proven first"
+        );
+        // Proven after 10 × 1.5 of it (3 s): the first trial at the aim.
+        assert_eq!(pace.admit(3_000 * MS), None);
+        assert_eq!(pace.proven(), 200 * MS);
+        assert_eq!(pace.interval(), 110 * MS);
+        assert_eq!(pace.aimed, Some(0));
     }
 
     #[test]
