@@ -658,7 +658,9 @@ async fn shapes_and_parameters_named_nowhere_else() {
         // Those were on windows from the server's start. On windows from the key's first
         // request, as HAProxy keeps them (seeds 1-8): 9-10 (0-1), 1.11-1.13 ×; 12-14 (1-3),
         // 1.31-1.38 ×; with the first trial aimed and a shortened window admitting part of a
-        // burst handing over: 8-10 (0-1), 1.09-1.10 ×; 6-8 (0), 1.17-1.25 ×.
+        // burst handing over: 8-10 (0-1), 1.09-1.10 ×; 6-8 (0), 1.16-1.25 ×. Over seeds 9-30,
+        // 8-10 (0-1), 1.08-1.10 ×; 6-11 (0-1), 1.15-1.26 × (the unguarded case, the same
+        // shape): the bars leave room over those.
         case(
             "haproxy counter 20/2s silent (guard)",
             Shape::Counting(20, ms(2000)),
@@ -675,7 +677,7 @@ async fn shapes_and_parameters_named_nowhere_else() {
             Says::RetryAfter(1),
             500,
             10,
-            11,
+            13,
             2,
             1.32,
         ),
