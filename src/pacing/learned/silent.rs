@@ -608,9 +608,9 @@ impl Silence {
     ///
     /// Unless the window admitted part of a burst (fewer than the window before it, and two
     /// fewer than the first or less) and the refusals refuted a bucket by far
-    /// ([`REFUTED_BY_FAR`]): what a shortened window admits
-    /// is what the limiter had freed by then, part of a burst for a counter that frees one
-    /// gradually, none for a fixed window not yet over. The key is then paced evenly (see
+    /// ([`REFUTED_BY_FAR`]): what a shortened window admits is what the limiter had freed by
+    /// then, part of a burst for a counter that frees one gradually, none for a fixed window
+    /// not yet over. The key is then paced evenly (see
     /// [`Silence::pace_evenly`]). A bucket frees part of a burst too, but its refusals cross
     /// their bounds by a hair, if at all: on the grid's bucket of 5 per second behind
     /// `Retry-After: 1` (by 1.5 %), the hand-over without that condition drew up to 11 × 429

@@ -96,13 +96,21 @@ pub(super) struct SilentPace {
     /// A proven pace was refused later on: the edge is just below it, and no trial goes
     /// again.
     settled: bool,
-    /// The first trial was aimed at an estimate of the edge, and this many trials below it
-    /// have been proven since, with no refusal: each next trial goes that many [`FINE_STEP`]s
-    /// shorter, doubled each time (but never more than a [`FIRST_STEP`]). A refusal ends it.
-    aimed: Option<u32>,
-    /// An estimate of the edge the first trial aims at, if it falls where one may (see
-    /// [`SilentPace::aiming_at`]); taken by that trial.
-    aim: Option<Duration>,
+    /// Where the first trial aims, and how far the fine steps from it have gone.
+    aim: Aim,
+}
+
+/// The first trial's aim at an estimate of the edge (see [`SilentPace::aiming_at`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Aim {
+    /// No aim, or none left.
+    Off,
+    /// An estimate of the edge the first trial goes to, if it falls where one may.
+    At(Duration),
+    /// The first trial went to the aim, and this many trials have been proven since with no
+    /// refusal: the next goes that many [`FINE_STEP`]s shorter, doubled each time (but never
+    /// more than a [`FIRST_STEP`]). A refusal ends it.
+    Stepping(u32),
 }
 
 impl SilentPace {
@@ -120,8 +128,7 @@ impl SilentPace {
             paused_until: now.saturating_add(ok * PAUSE_INTERVALS),
             refused_at: now,
             settled: false,
-            aimed: None,
-            aim: None,
+            aim: Aim::Off,
         }
     }
 
@@ -129,7 +136,7 @@ impl SilentPace {
     /// off the first interval and no shorter than half of it; the search then takes
     /// [`FINE_STEP`]s below the aim while they are proven.
     pub(super) fn aiming_at(mut self, aim: Option<Duration>) -> SilentPace {
-        self.aim = aim;
+        self.aim = aim.map_or(Aim::Off, Aim::At);
         self
     }
 
@@ -179,20 +186,24 @@ impl SilentPace {
         if self.known() {
             return None;
         }
-        if let Some(aim) = self.aim.take()
-            && self.too_short.is_none()
-            && aim < self.ok.mul_f64(FIRST_STEP)
-            && aim >= self.ok / 2
-        {
-            self.aimed = Some(0);
-            return Some(aim);
-        }
-        let next = match (self.too_short, self.aimed) {
-            (None, Some(proven)) => self
-                .ok
-                .mul_f64(FINE_STEP.powi(1 << proven.min(3)).max(FIRST_STEP)),
-            (None, None) => self.ok.mul_f64(FIRST_STEP),
-            (Some(short), _) => (self.ok + short) / 2,
+        let next = match (self.too_short, self.aim) {
+            (None, Aim::At(aim)) if aim < self.ok.mul_f64(FIRST_STEP) && aim >= self.ok / 2 => {
+                self.aim = Aim::Stepping(0);
+                return Some(aim);
+            }
+            (None, Aim::Stepping(proven)) => {
+                self.aim = Aim::Stepping(proven + 1);
+                self.ok
+                    .mul_f64(FINE_STEP.powi(1 << proven.min(3)).max(FIRST_STEP))
+            }
+            (None, _) => {
+                self.aim = Aim::Off;
+                self.ok.mul_f64(FIRST_STEP)
+            }
+            (Some(short), _) => {
+                self.aim = Aim::Off;
+                (self.ok + short) / 2
+            }
         };
         (next < self.ok).then_some(next)
     }
@@ -206,14 +217,7 @@ impl SilentPace {
         if now >= self.from.saturating_add(self.proof(interval)) {
             // Sustained for a whole proof without a refusal: proven, and the next trial begins.
             self.ok = interval;
-            let aimed = self.aimed;
             self.trying = self.next_trial();
-            self.aimed = match (aimed, self.too_short) {
-                (Some(proven), None) => Some(proven + 1),
-                // The aim taken by this trial, or none.
-                (None, _) => self.aimed,
-                (Some(_), Some(_)) => None,
-            };
             self.from = now;
             tracing::trace!(
                 at_ms = now.as_millis() as u64,
@@ -240,7 +244,9 @@ impl SilentPace {
             return self.pause(now);
         }
         // The fine steps end with the first refusal; the midpoints go on from it.
-        self.aimed = None;
+        if let Aim::Stepping(_) = self.aim {
+            self.aim = Aim::Off;
+        }
         match self.trying.take() {
             // The trial was too fast.
             Some(trial) if sent >= self.from => {
@@ -459,7 +465,7 @@ mod tests {
         assert_eq!(pace.admit(400 * MS), None);
         pace.refused(400 * MS, 402 * MS);
         assert_eq!(pace.too_short, Some(110 * MS));
-        assert_eq!(pace.aimed, None);
+        assert_eq!(pace.aim, Aim::Off);
         assert_eq!(pace.interval(), 200 * MS);
         // The first interval proven again (3 s at it): the next trial at the midpoint of it
         // and the aim, as after any refused trial.
@@ -481,7 +487,7 @@ mod tests {
         assert_eq!(pace.admit(3_000 * MS), None);
         assert_eq!(pace.proven(), 200 * MS);
         assert_eq!(pace.interval(), 110 * MS);
-        assert_eq!(pace.aimed, Some(0));
+        assert_eq!(pace.aim, Aim::Stepping(0));
     }
 
     #[test]
@@ -491,7 +497,7 @@ mod tests {
                 .aiming_at(Some(aim))
                 .slower_than_the_edge();
             assert_eq!(pace.interval(), 160 * MS, "aim {aim:?}");
-            assert_eq!(pace.aimed, None);
+            assert_eq!(pace.aim, Aim::Off);
         }
     }
 
