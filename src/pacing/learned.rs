@@ -887,7 +887,13 @@ impl KeyQuota {
             }
         };
         silence.wave_end = next_serial;
-        let pause = silence.throttled(now, ticket, was_probe);
+        // Those sent with the refused request, or before it, may have reached the server first.
+        let out = &self.out;
+        let still_out = |after: Duration| {
+            let between = |(_, sent): &&(u64, Duration)| *sent > after && *sent <= ticket.sent;
+            out.iter().filter(between).count() as u64
+        };
+        let pause = silence.throttled(now, ticket, was_probe, &still_out);
         tracing::trace!(
             serial = ticket.serial,
             quota = silence.quota(now),

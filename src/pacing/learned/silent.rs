@@ -384,6 +384,12 @@ impl Silence {
         Duration::try_from_secs_f64(quota / self.bucket_hi.max(1e-3)).unwrap_or(Duration::ZERO)
     }
 
+    /// The bounds the refusals set on a bucket's rate, requests a second.
+    #[cfg(test)]
+    pub(super) fn bucket_bounds(&self) -> (f64, f64) {
+        (self.bucket_lo, self.bucket_hi)
+    }
+
     /// A window of one request whose first window admitted one: a rate with no burst
     /// (nginx's `limit_req` without one), whose window is the interval between requests.
     fn rate_without_burst(&self) -> bool {
@@ -466,9 +472,17 @@ impl Silence {
     }
 
     /// A bare throttle at `now` on `ticket`; returns the pause before the next probe.
-    pub(super) fn throttled(&mut self, now: Duration, ticket: Ticket, was_probe: bool) -> Duration {
+    /// `still_out` says how many of ours sent after an instant, and no later than this one,
+    /// are unanswered (the bounds on a bucket's rate count them as possibly admitted).
+    pub(super) fn throttled(
+        &mut self,
+        now: Duration,
+        ticket: Ticket,
+        was_probe: bool,
+        still_out: &dyn Fn(Duration) -> u64,
+    ) -> Duration {
         if let Some(rate) = self.rate.as_deref_mut() {
-            if let Some(pause) = rate.refused(ticket.sent, now) {
+            if let Some(pause) = rate.refused(ticket.sent, now, still_out) {
                 return pause;
             }
             return self.hand_back(now, ticket);
@@ -478,10 +492,11 @@ impl Silence {
         }
         let settled = self.settled();
         let anchor = *self.anchor.get_or_insert(ticket.sent);
-        self.bound_bucket(now, ticket.sent, anchor);
+        let still_out = still_out(anchor);
+        self.bound_bucket(now, ticket.sent, anchor, still_out);
         if self.probing.is_none()
             && let Some(pause) = self
-                .hand_over(now, ticket)
+                .hand_over(now, ticket, still_out)
                 .or_else(|| self.pace_evenly(now))
         {
             return pause;
@@ -526,7 +541,7 @@ impl Silence {
                 return self.trial_refused(now, window);
             }
             // Refused inside a window: the quota estimate was too high.
-            Some(window) => return self.quota_refused(now, ticket, window),
+            Some(window) => return self.quota_refused(now, ticket, window, still_out),
         };
         let pause = probing.next_pause;
         self.probing = Some(Probing {
@@ -641,7 +656,13 @@ impl Silence {
     /// measured again: the floor. Wait for the next window, whose first request goes alone as
     /// always (or, for a bucket's burst spent, hand the key over to the rate). Returns the
     /// pause.
-    fn quota_refused(&mut self, now: Duration, ticket: Ticket, window: Duration) -> Duration {
+    fn quota_refused(
+        &mut self,
+        now: Duration,
+        ticket: Ticket,
+        window: Duration,
+        still_out: u64,
+    ) -> Duration {
         self.before_trials = None;
         let measured = self.admitted;
         if ticket.window == Some(self.window_start) {
@@ -657,7 +678,7 @@ impl Silence {
                 self.too_short = self.too_short.mul_f64(scale);
             }
         }
-        if let Some(pause) = self.hand_over(now, ticket) {
+        if let Some(pause) = self.hand_over(now, ticket, still_out) {
             return pause;
         }
         tracing::debug!(
@@ -688,7 +709,7 @@ impl Silence {
     /// returns the pause it asks. (A bucket that holds one or two requests is left to the
     /// windows of one request: the settling below its rate fills it at once, and wastes what
     /// would tell the rate.)
-    fn hand_over(&mut self, now: Duration, ticket: Ticket) -> Option<Duration> {
+    fn hand_over(&mut self, now: Duration, ticket: Ticket, still_out: u64) -> Option<Duration> {
         if self.bucket != Bucket::Possible || self.first_measured < 3 || self.window.is_none() {
             return None;
         }
@@ -696,7 +717,7 @@ impl Silence {
         if sustained.saturating_mul(2) > self.first_measured {
             return None;
         }
-        let rate = SilentRate::new(self.anchor?, self.since_anchor, ticket.sent, now)?;
+        let rate = SilentRate::new(self.anchor?, self.since_anchor, still_out, ticket.sent, now)?;
         let pause = ticket
             .sent
             .saturating_add(rate.per_request())
@@ -799,15 +820,21 @@ impl Silence {
             .max(Duration::from_millis(1))
     }
 
-    /// A refusal of a request sent at `sent`, answered at `now`: the span since the first
-    /// refusal (sent at `anchor`) bounds the rate a bucket would refill at. Bounds that no
-    /// longer meet refute the bucket.
-    fn bound_bucket(&mut self, now: Duration, sent: Duration, anchor: Duration) {
+    /// A refusal of a request sent at `sent`, answered at `now`, with `still_out` of ours sent
+    /// between the anchor and it unanswered: the span since the first refusal (sent at
+    /// `anchor`) bounds the rate a bucket would refill at. Bounds that no longer meet refute
+    /// the bucket.
+    fn bound_bucket(&mut self, now: Duration, sent: Duration, anchor: Duration, still_out: u64) {
         let span = sent.saturating_sub(anchor);
         if span < LEAST_SPAN || self.bucket != Bucket::Possible {
             return;
         }
-        let (lo, hi) = span_bounds(self.since_anchor, span, now.saturating_sub(anchor));
+        let (lo, hi) = span_bounds(
+            self.since_anchor,
+            still_out,
+            span,
+            now.saturating_sub(anchor),
+        );
         self.bucket_lo = self.bucket_lo.max(lo);
         self.bucket_hi = self.bucket_hi.min(hi);
         if self.bucket_lo > self.bucket_hi {

@@ -1526,3 +1526,29 @@ fn the_first_answer_of_a_rolled_window_does_not_raise_what_the_roll_left() {
     let budget = q.budget().expect("a stated quota");
     assert!(budget <= 14, "{budget} may go, the server has 14 for us");
 }
+
+#[test]
+fn a_bucket_s_rate_is_bounded_counting_the_requests_still_out_as_admitted() {
+    // Five admitted from 0 ms, the sixth refused at 10 ms (the anchor), and the probe at
+    // 261 ms admitted: five per 261 ms. The window it began goes on at 262 ms with four more,
+    // and the last of them is refused while two sent before it are still out: a bucket may
+    // have let those in, so its rate is at most five (the probe, one more admitted, the two
+    // out, the fraction it held) over the 252 ms since the anchor.
+    let mut q = KeyQuota::new(false);
+    admit_silently(&mut q, 5, Duration::ZERO, MS);
+    let refused = reserve(&mut q, MS * 10);
+    see(&mut q, MS * 11, refused, true, &silent());
+    let probe = reserve(&mut q, MS * 261);
+    see(&mut q, MS * 262, probe, false, &silent());
+    let sent = MS * 262;
+    let first = reserve(&mut q, sent);
+    let out = [reserve(&mut q, sent), reserve(&mut q, sent)];
+    let refused = reserve(&mut q, sent);
+    see(&mut q, MS * 263, first, false, &silent());
+    see(&mut q, MS * 264, refused, true, &silent());
+    let (_, hi) = q.silence.as_deref().expect("silent").bucket_bounds();
+    assert!((hi - 5.0 / 0.252).abs() < 1e-9, "at most {hi} a second");
+    for ticket in out {
+        see(&mut q, MS * 265, ticket, false, &silent());
+    }
+}
