@@ -53,6 +53,9 @@ pub(super) struct Silence {
     /// A window this long was not enough (a request that late into one was refused). While
     /// the two bounds are far apart, each window's first request goes at their midpoint.
     pub(super) too_short: Duration,
+    /// The quota per window that lower bound was found for: a bucket frees fewer requests
+    /// sooner, so a smaller quota measured later lowers it in proportion.
+    too_short_for: u64,
     /// When the current window began (its first request went), and the one before.
     pub(super) window_start: Duration,
     previous_start: Duration,
@@ -196,6 +199,7 @@ impl Silence {
             probing: None,
             window: None,
             too_short: Duration::ZERO,
+            too_short_for: 0,
             floor_window: None,
             window_start: from,
             previous_start: from,
@@ -400,6 +404,15 @@ impl Silence {
         }
     }
 
+    /// A window `this` long was not enough for `quota` requests: the lower bound on the window,
+    /// if it raises it.
+    fn raise_too_short(&mut self, this: Duration, quota: u64) {
+        if this > self.too_short {
+            self.too_short = this;
+            self.too_short_for = quota;
+        }
+    }
+
     /// The bounds the refusals set on a bucket's rate, requests a second.
     #[cfg(test)]
     pub(super) fn bucket_bounds(&self) -> (f64, f64) {
@@ -437,6 +450,7 @@ impl Silence {
             let measured = probing.measured.max(self.admitted);
             self.window = Some(window);
             self.too_short = probing.refused_after.min(window);
+            self.too_short_for = measured;
             self.before_trials = None;
             self.midpoint_refused = false;
             self.previous_sends.clear();
@@ -552,7 +566,8 @@ impl Silence {
                 if ticket.window == Some(self.window_start)
                     && ((self.before_trial.is_some()
                         && self.admitted < self.previous_admitted)
-                        || self.before_trials.is_some_and(|enough| enough > window)) =>
+                        || (self.before_trials.is_some_and(|enough| enough > window)
+                            && self.admitted < self.floor)) =>
             {
                 return self.trial_refused(now, window);
             }
@@ -588,7 +603,7 @@ impl Silence {
             // window after (another midpoint of this one would be refused as often: four 429s
             // in a window against a fixed window on the clock, whose edge our first requests
             // do not set).
-            self.too_short = self.too_short.max(into);
+            self.raise_too_short(into, self.admitted);
             self.used = u64::MAX;
             self.midpoint_refused = true;
             let next = self.window_start.saturating_add(self.next_try(window));
@@ -614,6 +629,7 @@ impl Silence {
             // it followed began): the request before may have reached the server late, and
             // a rate counts from when it did.
             self.too_short = into;
+            self.too_short_for = 1;
             self.window = Some(wider);
             self.used = u64::MAX;
             let next = self.window_start.saturating_add(into).saturating_add(wider);
@@ -660,7 +676,7 @@ impl Silence {
         }
         let trial = self.before_trial.take().unwrap_or(window);
         let enough = self.before_trials.take().unwrap_or(trial).max(trial);
-        self.too_short = self.too_short.max(window);
+        self.raise_too_short(window, self.quota(now));
         self.window = Some(enough);
         self.used = u64::MAX;
         let next = self.window_start.saturating_add(self.next_try(enough));
@@ -682,16 +698,20 @@ impl Silence {
         self.before_trials = None;
         let measured = self.admitted;
         if ticket.window == Some(self.window_start) {
-            let before = self.quota(now);
             let ceiling = self.ceiling.map_or(measured, |c| c.min(measured)).max(1);
             self.ceiling = Some(ceiling);
-            if ceiling < before {
-                // Fewer per window than thought: the lower bound on the window was found for
-                // the larger quota. A bucket frees fewer requests in a shorter time, so a
-                // shorter window may do for fewer: the midpoints may look there again. (The
-                // window known to be enough still is.)
-                let scale = ceiling as f64 / before as f64;
+            let found_for = self.too_short_for;
+            if ceiling < found_for {
+                // Fewer per window than the lower bound on the window was found for. A bucket
+                // frees fewer requests in a shorter time, so a shorter window may do for fewer:
+                // the midpoints may look there again. (The window known to be enough still is.)
+                // Not a bound found for this quota already, though the estimate had climbed
+                // above it since: real nginx at 2 r/s behind `Retry-After: 1` had its bound
+                // of 472 ms, found for one request, halved when two were refused, and paid a
+                // 429 and a second's pause for it.
+                let scale = ceiling as f64 / found_for as f64;
                 self.too_short = self.too_short.mul_f64(scale);
+                self.too_short_for = ceiling;
             }
         }
         if let Some(pause) = self.hand_over(now, ticket, still_out) {
@@ -916,6 +936,38 @@ mod tests {
             change(&mut silence);
             assert_eq!(goes_at(&mut silence, MS * 1850), None);
         }
+    }
+
+    /// A refusal inside the current window of a key whose window was searched to
+    /// [472, 940] ms, its lower bound found for `found_for` requests, after one was admitted.
+    fn refused_after_one(found_for: u64) -> Duration {
+        let mut silence = Silence::first(Duration::ZERO, 1);
+        silence.window = Some(MS * 940);
+        silence.too_short = MS * 472;
+        silence.too_short_for = found_for;
+        // The estimate at two a window.
+        silence.floor = 2;
+        assert_eq!(silence.quota(MS * 100), 2);
+        silence.admitted = 1;
+        let ticket = Ticket {
+            epoch: 0,
+            serial: 5,
+            sent: MS * 100,
+            seen: None,
+            window: Some(silence.window_start),
+        };
+        silence.quota_refused(MS * 102, ticket, MS * 940, 0);
+        assert_eq!(silence.ceiling, Some(1));
+        silence.too_short
+    }
+
+    #[test]
+    fn a_window_s_lower_bound_is_lowered_by_a_smaller_quota_only_if_found_for_a_larger() {
+        // Found for one request (a rate with no burst), the estimate since climbed to two
+        // and refused at the second: the bound stands.
+        assert_eq!(refused_after_one(1), MS * 472);
+        // Found for four: a bucket frees one in a quarter of the time.
+        assert_eq!(refused_after_one(4), MS * 118);
     }
 
     #[test]
