@@ -561,7 +561,11 @@ impl Silence {
                 }
             }
             // Refused inside a window whose length is a trial: the shorter window was not
-            // enough after all (see `trial_refused`).
+            // enough after all (see `trial_refused`). Not once the window has admitted its
+            // whole floor on a server's credit: the request refused went above the quota
+            // measured, and says the quota is no more (real nginx at 2 r/s behind
+            // `Retry-After: 1`: the estimate's climb to two a window, refused, taken for the
+            // trials' doing, left it free to climb and be refused again).
             Some(window)
                 if ticket.window == Some(self.window_start)
                     && ((self.before_trial.is_some()
