@@ -202,7 +202,11 @@ async fn tenants_with_their_own_api_keys_are_kept_apart_by_pk() {
 /// first answers race here: the first to answer adopts the stated quota before the others'
 /// answers show the counter shared, and the quota entry they join takes in the window's count
 /// from their answers (measured: 2 × 429 in 20 of 20 runs, the learner's early probes, in
-/// 13.3-13.7 s, the tenants at most 0.02 s apart).
+/// 13.3-13.7 s, the tenants at most 0.02 s apart). Under the load of the whole suite it failed
+/// two runs of 2026-12-06 (one of `cargo test --test pacing`, one of CI on a clean clone, where
+/// a tenant's last item took a slot a window before the others': 12.388 s against 13.388 s,
+/// 1.0008 s apart); 17 of 17 runs alone passed. The tenants are held to a window apart and a
+/// tenth for the answers' jitter.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn over_real_sockets_tenants_on_one_quota_are_paced_as_one() {
     let _turn = take_turn(module_path!()).await;
@@ -224,7 +228,7 @@ async fn over_real_sockets_tenants_on_one_quota_are_paced_as_one() {
         run.elapsed <= minimum(ITEMS).mul_f64(1.1) + WINDOW,
         "{run:?}"
     );
-    assert!(run.spread() <= WINDOW, "{run:?}");
+    assert!(run.spread() <= WINDOW + WINDOW / 10, "{run:?}");
 }
 
 /// `tasks` tasks fetching `items` items of `tenant`; returns when the last was fetched.
