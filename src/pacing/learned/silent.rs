@@ -379,8 +379,9 @@ impl Silence {
     /// that overdraws the bucket, whatever the window measured, and the 429s come back every
     /// few windows (real nginx, 3 r/s with a burst of 10 behind `Retry-After: 2`: windows of
     /// 6 every 1.85 s, a 429 every third, until the bounds crossed by a hair at 35 s). Once
-    /// the search has settled, at that rate's window, too, when it falls between the window's
-    /// bounds: the search stops a sixteenth from the edge, up to 6 % slow (the same nginx
+    /// the search sends at the window (it has settled, or a midpoint was just refused, which
+    /// raised the lower bound to it), at that rate's window, too, when it falls between the
+    /// window's bounds: the search stops a sixteenth from the edge, up to 6 % slow (the same nginx
     /// held windows of 6 to 2.03-2.06 s), where the bound on the rate comes within a request
     /// over the span since the first refusal, and a refusal it draws lowers it. `next_try`
     /// otherwise: a window limiter admits its whole quota each window, and its refusals soon
