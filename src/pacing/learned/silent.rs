@@ -434,7 +434,8 @@ impl Silence {
             rate.admitted(ticket.sent, now);
             return Learned::Counted;
         }
-        if self.pace.is_some() {
+        if let Some(pace) = self.pace.as_deref_mut() {
+            pace.admitted(ticket.sent);
             return Learned::Counted;
         }
         if was_probe && let Some(probing) = self.probing.take() {

@@ -98,6 +98,10 @@ pub(super) struct SilentPace {
     settled: bool,
     /// Where the first trial aims, and how far the fine steps from it have gone.
     aim: Aim,
+    /// When the last refused request went, since the hand-over.
+    refused_sent: Option<Duration>,
+    /// How many requests sent after `refused_sent` were admitted.
+    admitted_since: u64,
 }
 
 /// The first trial's aim at an estimate of the edge (see [`SilentPace::aiming_at`]).
@@ -129,6 +133,8 @@ impl SilentPace {
             refused_at: now,
             settled: false,
             aim: Aim::Off,
+            refused_sent: None,
+            admitted_since: 0,
         }
     }
 
@@ -236,6 +242,25 @@ impl SilentPace {
         None
     }
 
+    /// A request sent at `sent` was admitted.
+    pub(super) fn admitted(&mut self, sent: Duration) {
+        if self.refused_sent.is_some_and(|refused| sent > refused) {
+            self.admitted_since += 1;
+        }
+    }
+
+    /// The interval the limiter sustains, as two refusals in a row of the pace (the last one
+    /// sent at `refused_sent`, this one at `sent`) tell it: it had less than a request free at
+    /// either, so over the span between them it freed what it admitted give or take one.
+    /// Capped at twice the interval refused, for the few admitted in a short span. None for a
+    /// span from the hand-over: the limiter may still have been paying for the window model's
+    /// last burst, and freed more than it admitted.
+    fn saturated_interval(&self, sent: Duration) -> Option<Duration> {
+        let span = sent.saturating_sub(self.refused_sent?);
+        let freed = u32::try_from(self.admitted_since.max(1)).unwrap_or(u32::MAX);
+        Some((span / freed).min(self.ok * 2))
+    }
+
     /// A request sent at `sent` was refused, answered at `now`. Returns the pause before the
     /// next request.
     pub(super) fn refused(&mut self, sent: Duration, now: Duration) -> Duration {
@@ -261,10 +286,15 @@ impl SilentPace {
                 self.settled = true;
             }
             // Refused again soon after a refusal (or the hand-over): what the limiter still
-            // holds from before, which says nothing of the pace but that it should rest.
-            // Slower, and nothing is marked too short.
-            _ => self.ok = self.ok.mul_f64(BACK_OFF),
+            // holds from before, or a pace far too fast. Slower, by a tenth or to the interval
+            // the limiter sustained between the two refusals, and nothing is marked too short.
+            _ => {
+                let sustained = self.saturated_interval(sent).unwrap_or_default();
+                self.ok = self.ok.mul_f64(BACK_OFF).max(sustained);
+            }
         }
+        self.refused_sent = Some(sent);
+        self.admitted_since = 0;
         self.refused_at = now;
         self.from = now;
         self.paused_until = now.saturating_add(self.ok * PAUSE_INTERVALS);
@@ -327,6 +357,7 @@ mod tests {
                     now += 2 * MS;
                     if counter(sent) {
                         admitted += 1;
+                        pace.admitted(sent);
                     } else {
                         refused += 1;
                         now += pace.refused(sent, now);
@@ -504,13 +535,69 @@ mod tests {
     #[test]
     fn a_refusal_soon_after_the_hand_over_slows_the_pace_and_marks_nothing() {
         let mut pace = SilentPace::new(100 * MS, 10, Duration::ZERO);
+        // One admitted at the pace, the next refused 300 ms after the hand-over, sooner than
+        // a proof (1.5 s): what the limiter still holds. A tenth slower (the span from the
+        // hand-over says nothing of the pace: the limiter may have been paying for the window
+        // model's burst), paused two of the new intervals, nothing too short.
         assert_eq!(pace.admit(200 * MS), None);
-        // 202 ms after the hand-over, sooner than a proof (1.5 s): what the limiter still
-        // holds. A tenth slower, paused two of the new intervals, nothing too short.
-        assert_eq!(pace.refused(200 * MS, 202 * MS), 220 * MS);
+        pace.admitted(200 * MS);
+        assert_eq!(pace.admit(300 * MS), None);
+        assert_eq!(pace.refused(300 * MS, 302 * MS), 220 * MS);
         assert_eq!(pace.proven(), 110 * MS);
         assert_eq!(pace.too_short, None);
         assert!(!pace.known());
+    }
+
+    #[test]
+    fn a_pace_far_too_fast_slows_to_what_the_limiter_sustained_between_two_refusals() {
+        let mut pace = SilentPace::new(40 * MS, 20, Duration::ZERO);
+        let mut send = |pace: &mut SilentPace, at: Duration, admitted: bool| {
+            assert_eq!(pace.admit(at), None, "at {at:?}");
+            if admitted {
+                pace.admitted(at);
+                Duration::ZERO
+            } else {
+                pace.refused(at, at + 2 * MS)
+            }
+        };
+        // Refused soon after the hand-over: a tenth slower.
+        send(&mut pace, 80 * MS, true);
+        send(&mut pace, 120 * MS, true);
+        send(&mut pace, 160 * MS, false);
+        assert_eq!(pace.proven(), 44 * MS);
+        // Three admitted, the fourth refused: the limiter freed about three in the 222 ms
+        // between the two refusals, 74 ms a request, not 48 ms, a tenth slower again.
+        for at in [250 * MS, 294 * MS, 338 * MS] {
+            send(&mut pace, at, true);
+        }
+        send(&mut pace, 382 * MS, false);
+        assert_eq!(pace.proven(), 222 * MS / 3);
+        assert_eq!(pace.too_short, None);
+        // An answer that comes late, of a request sent before that refusal, is not counted
+        // in the next span. Refused at once after the pause: nothing freed in 150 ms, and the
+        // interval is held to twice the one refused.
+        pace.admitted(338 * MS);
+        send(&mut pace, 532 * MS, false);
+        assert_eq!(pace.proven(), 222 * MS / 3 * 2);
+    }
+
+    #[test]
+    fn a_counter_paced_far_too_fast_at_first_draws_few_refusals_on_its_way_up() {
+        // 20 per 2 s (100 ms a request at the limit), handed over at 35 ms a request, as
+        // when a clock window rolled early in the first one: a tenth slower at each refusal
+        // took ten refusals to get above the edge.
+        let mut counter = sliding_counter(20, Duration::from_secs(2), false);
+        for at in (0..20).map(|i| i * MS) {
+            assert!(counter(at));
+        }
+        let mut pace = SilentPace::new(35 * MS, 20, 2_100 * MS);
+        let (refused, _) = drive(&mut pace, &mut counter, 2_100 * MS, Duration::from_secs(8));
+        assert!(
+            pace.proven() >= 90 * MS,
+            "still at {:?} after 8 s",
+            pace.proven()
+        );
+        assert!(refused <= 4, "{refused} refusals on the way up");
     }
 
     #[test]
