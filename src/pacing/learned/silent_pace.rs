@@ -551,7 +551,7 @@ mod tests {
     #[test]
     fn a_pace_far_too_fast_slows_to_what_the_limiter_sustained_between_two_refusals() {
         let mut pace = SilentPace::new(40 * MS, 20, Duration::ZERO);
-        let mut send = |pace: &mut SilentPace, at: Duration, admitted: bool| {
+        let send = |pace: &mut SilentPace, at: Duration, admitted: bool| {
             assert_eq!(pace.admit(at), None, "at {at:?}");
             if admitted {
                 pace.admitted(at);
