@@ -762,13 +762,21 @@ async fn shapes_and_parameters_named_nowhere_else() {
 ///   before the `silent_pace` model); at 1957b3d, 6 seeded sweeps: 8-19 × 429 (0-1 late),
 ///   1.06-1.22 ×. Its bursts are refused at a tenth of the first one's,
 ///   which looks like a bucket: the key goes to the rate model or stays with the windows.
+///   At d2c4229, seeds 1-8: 12-19 × 429, 1.07-1.22 ×; since 2969a04 (an even pace refused
+///   twice in a row slowed to the interval the limiter sustained between the refusals, where
+///   it went a tenth slower a refusal at a time): 8-11 × 429 (0 late), 1.07-1.23 ×. Over
+///   every phase of those sweeps (both counters), 3-7 came in the first 3 s (the first
+///   window's probes and the window model's last burst) and 1-7 after (mostly the even
+///   pace's trials below an edge it had already found).
 /// - A fixed window of 10 per 1 s behind a static `Retry-After: 1`: 14-18 × 429, 1.04-1.12 ×
 ///   in 11 sweeps, then 1.335 × at one phase in a CI run (a heavy tail: the pauses it asks are
 ///   as long as the window).
 /// - A silent sliding counter of 15 per 2 s (400 requests): 14-22 × 429, 1.09-1.29 × at its
 ///   worst phase in 6 sweeps (22 × 429, 1.04-1.25 × before; real Flask-Limiter's
 ///   `sliding-window-counter` with headers off: 14 × 429, 1.068 ×); at 1957b3d, 6 seeded
-///   sweeps: 12-20 × 429 (1 late), 1.07-1.13 ×.
+///   sweeps: 12-20 × 429 (1 late), 1.07-1.13 ×; at d2c4229, seeds 1-8: 13-20 (0-1 late),
+///   1.07-1.14 ×; since 2969a04: 10-11 (0-1 late), 1.07-1.14 ×
+///   (`benches/results/grid-2026-12-06-2969a04-vs-d2c4229.txt`).
 #[tokio::test(start_paused = true)]
 #[ignore = "known failures (issue 17): see the doc comment for what each measures"]
 async fn known_failures() {
