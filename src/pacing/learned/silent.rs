@@ -37,6 +37,9 @@ use super::silent_rate::{LEAST_SPAN, SilentRate, span_bounds};
 const FIRST_PAUSE: Duration = Duration::from_millis(250);
 /// How much longer each pause is than the one before.
 const PAUSE_GROWTH: f64 = 1.5;
+/// A window measured again (its estimate refused at its end) is probed first this share of
+/// it after the refusal, if that is longer than [`FIRST_PAUSE`].
+const REMEASURE_SHARE: u32 = 16;
 /// The longest pause between probes of a silent server.
 const LONGEST_PAUSE: Duration = Duration::from_secs(30);
 
@@ -641,12 +644,16 @@ impl Silence {
             let next = self.window_start.saturating_add(into).saturating_add(wider);
             return Ok(next.saturating_sub(now).max(Duration::from_millis(1)));
         }
-        // It went at the estimated end: the estimate was too short. Measure again.
+        // It went at the estimated end: the estimate was too short. Measure again, the first
+        // probe a sixteenth of the window later: the edge is near, but a window of seconds
+        // probed from a quarter of a second drew four refusals in the 1.5 s to it (the grid's
+        // silent fixed window of 60 per 10 s on the clock, whose edges our windows drift
+        // against).
         Err(Probing {
             from: self.previous_start,
             measured: self.previous_admitted,
             at: now,
-            next_pause: FIRST_PAUSE,
+            next_pause: FIRST_PAUSE.max(window / REMEASURE_SHARE),
             refused_after: into,
             probe_refused: false,
         })

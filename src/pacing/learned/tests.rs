@@ -1552,3 +1552,38 @@ fn a_bucket_s_rate_is_bounded_counting_the_requests_still_out_as_admitted() {
         see(&mut q, MS * 265, ticket, false, &silent());
     }
 }
+
+#[test]
+fn a_long_window_refused_at_its_estimated_end_is_probed_again_a_sixteenth_of_it_later() {
+    // A fixed window of 60 per 10 s on the clock, its edges 0.6 s before every tenth second. Our
+    // window starts drift against its edges, so an estimate settles short of 10 s and its end
+    // is refused now and then. The window is then measured again: its first probe goes a
+    // sixteenth of the estimate later (about 550 ms), not the 250 ms a window never measured
+    // starts from, which drew refusals 252, 377 and 564 ms apart here (four probes
+    // refused in the 1.5 s to the edge on the grid's 60 per 10 s).
+    let mut q = KeyQuota::new(true);
+    let mut counts = std::collections::HashMap::<u128, u32>::new();
+    let sent = drive_silently(
+        &mut q,
+        &mut |now| {
+            let count = counts.entry((now.as_millis() + 600) / 10_000).or_default();
+            *count += 1;
+            *count <= 60
+        },
+        secs(120),
+    );
+    let refused: Vec<Duration> = sent
+        .iter()
+        .filter(|(at, ok)| !ok && *at >= secs(15))
+        .map(|(at, _)| *at)
+        .collect();
+    assert!(
+        refused.len() >= 2,
+        "the drift this test is about did not happen: {refused:?}"
+    );
+    let apart: Vec<Duration> = refused.windows(2).map(|w| w[1] - w[0]).collect();
+    assert!(
+        apart.iter().all(|gap| *gap >= MS * 500),
+        "refusals from 15 s on, apart by {apart:?}"
+    );
+}
