@@ -20,7 +20,9 @@
 //! refusal, was too fast by less than a proof can show (a counter charges a slight excess only
 //! slowly): it is marked too short, the pace settles 5% slower, and no trial goes again. A
 //! refusal sooner than that after another (or after the hand-over) is what the limiter still
-//! holds from before: the pace slows by a tenth, and nothing is marked.
+//! holds from before, or a pace far too fast: the pace slows by a tenth, or, after a refusal
+//! of its own, to the interval the limiter sustained between the two (the span over what it
+//! admitted there: it had nothing free at either end), and nothing is marked.
 //!
 //! The window model of the `silent` module hands a key over (see `Silence::pace_evenly`) when
 //! a window is refused inside at two fewer than its first burst or less, and the refusals
@@ -585,7 +587,7 @@ mod tests {
     fn a_counter_paced_far_too_fast_at_first_draws_few_refusals_on_its_way_up() {
         // 20 per 2 s (100 ms a request at the limit), handed over at 35 ms a request, as
         // when a clock window rolled early in the first one: a tenth slower at each refusal
-        // took ten refusals to get above the edge.
+        // drew 12 refusals in these 8 s.
         let mut counter = sliding_counter(20, Duration::from_secs(2), false);
         for at in (0..20).map(|i| i * MS) {
             assert!(counter(at));
