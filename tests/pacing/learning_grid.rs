@@ -767,7 +767,9 @@ async fn shapes_and_parameters_named_nowhere_else() {
 ///   it went a tenth slower a refusal at a time): 8-11 × 429 (0 late), 1.07-1.23 ×. Over
 ///   every phase of those sweeps (both counters), 3-7 came in the first 3 s (the first
 ///   window's probes and the window model's last burst) and 1-7 after (mostly the even
-///   pace's trials below an edge it had already found).
+///   pace's trials below an edge it had already found). Since baa3e43 (a span sets the
+///   interval only if two or more were admitted in it), seeds 1-8: 8-12 × 429 (0 late),
+///   1.05-1.23 × (`benches/results/grid-2026-12-06-baa3e43-vs-30a9977.txt`).
 /// - A fixed window of 10 per 1 s behind a static `Retry-After: 1`: 14-18 × 429, 1.04-1.12 ×
 ///   in 11 sweeps, then 1.335 × at one phase in a CI run (a heavy tail: the pauses it asks are
 ///   as long as the window).
@@ -776,7 +778,8 @@ async fn shapes_and_parameters_named_nowhere_else() {
 ///   `sliding-window-counter` with headers off: 14 × 429, 1.068 ×); at 1957b3d, 6 seeded
 ///   sweeps: 12-20 × 429 (1 late), 1.07-1.13 ×; at d2c4229, seeds 1-8: 13-20 (0-1 late),
 ///   1.07-1.14 ×; since 2969a04: 10-11 (0-1 late), 1.07-1.14 ×
-///   (`benches/results/grid-2026-12-06-2969a04-vs-d2c4229.txt`).
+///   (`benches/results/grid-2026-12-06-2969a04-vs-d2c4229.txt`); since baa3e43: 10-12 (0-1
+///   late), 1.07-1.14 ×.
 #[tokio::test(start_paused = true)]
 #[ignore = "known failures (issue 17): see the doc comment for what each measures"]
 async fn known_failures() {

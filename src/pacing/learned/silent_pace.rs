@@ -614,8 +614,9 @@ mod tests {
     fn a_counter_paced_far_too_fast_at_first_draws_few_refusals_on_its_way_up() {
         // 20 per 2 s (100 ms a request at the limit), handed over at 35 ms a request, as
         // when a clock window rolled early in the first one: a tenth slower at each refusal
-        // drew 12 refusals in these 8 s, the interval the limiter sustained 6 (4 when a span
-        // with fewer than two admitted counted too).
+        // drew 12 refusals in these 8 s (measured with the sustained interval taken out), the
+        // interval the limiter sustained 6 (4 when a span with fewer than two admitted
+        // counted too).
         let mut counter = sliding_counter(20, Duration::from_secs(2), false);
         for at in (0..20).map(|i| i * MS) {
             assert!(counter(at));
