@@ -635,7 +635,40 @@ async fn edge_job(phase: Duration) -> (usize, usize) {
         .filter(|e| e.status == 429 && e.at >= half)
         .count();
     assert_eq!(api.admitted(), REQUESTS as usize, "every request admitted");
+    if api.rejected() > 0 {
+        println!("started {phase:?}: {}", where_429s_fell(&log));
+    }
     (api.rejected(), late)
+}
+
+/// Where each 429 of a job on whole-second windows fell: its arrival, in milliseconds into its
+/// second of the wall clock, and how many that second had admitted before it. A failure then
+/// says whether a window's burst came early (a 429 late in a second, twenty admitted before
+/// it) or a request sent before the roll reached the server after it (a 429 early in one).
+fn where_429s_fell(log: &[reqwest_polite::mock::LoggedRequest]) -> String {
+    let second = |at: std::time::SystemTime| {
+        at.duration_since(std::time::UNIX_EPOCH)
+            .expect("after 1970")
+            .as_secs()
+    };
+    log.iter()
+        .enumerate()
+        .filter(|(_, e)| e.status == 429)
+        .map(|(i, e)| {
+            let into = e
+                .at_system
+                .duration_since(std::time::UNIX_EPOCH)
+                .expect("after 1970")
+                .subsec_millis();
+            let before = log[..i]
+                .iter()
+                .filter(|o| o.status != 429 && second(o.at_system) == second(e.at_system))
+                .count();
+            let from_start = e.at.duration_since(log[0].at).as_millis();
+            format!("429 at +{from_start} ms ({into} ms into its second, {before} admitted in it)")
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// [`edge_job`] started at each tenth of a second and at 0.975 s: where a window's first
