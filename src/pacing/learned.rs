@@ -672,6 +672,7 @@ impl KeyQuota {
             if let (Some(asked), Some(silence)) = (asked, self.silence.as_deref_mut()) {
                 // Longer than the model's own pause: the server rests (a bucket refills).
                 silence.rested = asked > silent.unwrap_or(Duration::ZERO);
+                silence.server_pauses = true;
             }
             return asked.or(silent);
         }

@@ -428,6 +428,42 @@ fn a_window_of_one_request_is_searched_to_a_thirty_second_and_others_to_a_sixtee
 }
 
 #[test]
+fn a_window_searched_to_a_sixteenth_is_searched_on_to_a_thirty_second_after_ten_windows() {
+    let started = |server_pauses: bool| {
+        let mut silence = silent::Silence::first(Duration::ZERO, 5);
+        // 95 ms was too short, 100 ms was enough: within a sixteenth, so the search stops.
+        silence.window = Some(MS * 100);
+        silence.too_short = MS * 95;
+        silence.ceiling = Some(5);
+        silence.server_pauses = server_pauses;
+        silence
+    };
+    let mut silence = started(false);
+    let mut now = Duration::ZERO;
+    for begun in 0..10 {
+        assert_eq!(
+            silence.next_try(MS * 100),
+            MS * 100,
+            "after {begun} windows"
+        );
+        now += MS * 100;
+        assert!(matches!(
+            silence.admit(now, 1),
+            silent::SilentAdmission::Go { alone: true }
+        ));
+    }
+    // Ten windows in: a job this long has more to come, and 5 ms is over a thirty-second.
+    assert_eq!(silence.next_try(MS * 100), Duration::from_micros(97_500));
+    // Where each refusal costs a pause the server asks, the search stays at a sixteenth.
+    let mut silence = started(true);
+    for _ in 0..10 {
+        now += MS * 100;
+        silence.admit(now, 1);
+    }
+    assert_eq!(silence.next_try(MS * 100), MS * 100);
+}
+
+#[test]
 fn a_settled_interval_refused_at_its_end_grows_a_step_and_is_not_measured_again() {
     // A rate of 20 a second with no burst (nginx's `limit_req` without one). One request,
     // 30 s in, reaches the server 3 ms late; the next one, sent at the settled interval, then
