@@ -8,7 +8,7 @@
 #
 # Usage: scripts/acceptance.sh [--quick] [--requests N] [--concurrency C] [--only NAME[,NAME]]
 #                              [--panel] [--server SPEC]... [--clients LIST] [--timeout S]
-#                              [--keep DIR] [--list]
+#                              [--processes P] [--keep DIR] [--list]
 #   --quick         120 requests a job (a smoke run); the default is 600
 #   --requests N    requests a job (for a server that names no count of its own);
 #   --concurrency C tasks sending them (default 10)
@@ -20,6 +20,10 @@
 #                   repeatable. Ad-hoc servers run alone: without --only, no server of the list
 #                   runs; with it, the ones it names run too. --list shows them with the list.
 #   --timeout S     the most one job may take (default 300 s)
+#   --processes P   each job as P polite_fetch processes started together, each sending its
+#                   share of the requests from C tasks; the default and governor clients share
+#                   what they learn (or the bucket) through a private redis-server on loopback
+#                   (--redis, one key per job). The elapsed time is the slowest process's.
 #   --keep DIR      keep each job's raw output (client JSON, server log) in DIR
 #   --list          the servers (of PANEL with --panel) and exit
 # Exit: 0 when the default client meets every bar, 3 when it misses one, 1 when something could
@@ -94,6 +98,7 @@ concurrency=10
 only=""
 clients="default,reqwest-retry,governor"
 job_timeout=300
+processes=1
 keep=""
 panel=""
 list=""
@@ -106,6 +111,7 @@ while [ $# -gt 0 ]; do
         --only) only=${2:?--only needs server names}; shift ;;
         --clients) clients=${2:?--clients needs client names}; shift ;;
         --timeout) job_timeout=${2:?--timeout needs seconds}; shift ;;
+        --processes) processes=${2:?--processes needs a count}; shift ;;
         --keep) keep=${2:?--keep needs a folder}; shift ;;
         --panel) panel=1 ;;
         --server) adhoc+=("${2:?--server needs a spec (see --help)}"); shift ;;
@@ -115,7 +121,7 @@ while [ $# -gt 0 ]; do
     esac
     shift
 done
-for number in "$requests" "$concurrency" "$job_timeout"; do
+for number in "$requests" "$concurrency" "$job_timeout" "$processes"; do
     [[ $number =~ ^[1-9][0-9]*$ ]] || { echo "acceptance.sh: $number is not a count" >&2; exit 1; }
 done
 for client in ${clients//,/ }; do
@@ -271,7 +277,8 @@ die() { echo "acceptance: $*" >&2; exit 1; }
 work=$(mktemp -d /tmp/reqwest-polite-acceptance.XXXXXX)
 chmod 755 "$work" # nginx's worker (www-data) reads its file from here
 server_pid=""
-client_pid=""
+client_pids=()
+redis_pid=""
 stop_server() {
     if [ -n "$server_pid" ]; then
         kill "$server_pid" 2>/dev/null || true
@@ -281,11 +288,15 @@ stop_server() {
 }
 # shellcheck disable=SC2317 # called by the EXIT trap
 cleanup() {
-    if [ -n "$client_pid" ]; then
-        kill "$client_pid" 2>/dev/null || true
-        wait "$client_pid" 2>/dev/null || true
-    fi
+    for pid in "${client_pids[@]}"; do
+        kill "$pid" 2>/dev/null || true
+        wait "$pid" 2>/dev/null || true
+    done
     stop_server
+    if [ -n "$redis_pid" ]; then
+        kill "$redis_pid" 2>/dev/null || true
+        wait "$redis_pid" 2>/dev/null || true
+    fi
     if [ -n "$keep" ] && [ -d "$work/jobs" ]; then
         mkdir -p "$keep" && cp -a "$work/jobs/." "$keep/"
     fi
@@ -315,6 +326,10 @@ fi
 if [[ $runners == *" haproxy "* ]]; then
     PATH=$PATH:/usr/sbin
     command -v haproxy >/dev/null 2>&1 || apt_missing+=(haproxy)
+fi
+if [ "$processes" -gt 1 ]; then
+    command -v redis-server >/dev/null 2>&1 || apt_missing+=(redis-server)
+    command -v redis-cli >/dev/null 2>&1 || apt_missing+=(redis-tools)
 fi
 if [ "${#apt_missing[@]}" -gt 0 ]; then
     if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
@@ -452,6 +467,18 @@ governor_flags() {
 }
 
 # --- Jobs -------------------------------------------------------------------------------------
+# A private Redis for the processes of a job to share through (no disk, loopback only).
+if [ "$processes" -gt 1 ]; then
+    redis_port=$(free_port)
+    redis-server --port "$redis_port" --bind 127.0.0.1 --save "" --appendonly no \
+        >"$work/redis.log" 2>&1 &
+    redis_pid=$!
+    for _ in $(seq 50); do
+        redis-cli -p "$redis_port" ping >/dev/null 2>&1 && break
+        sleep 0.1
+    done
+    redis-cli -p "$redis_port" ping >/dev/null 2>&1 || die "redis-server did not start (see $work/redis.log)"
+fi
 mkdir -p "$work/jobs"
 started=$SECONDS
 started_at=$(date -u '+%Y-%m-%d %H:%M UTC')
@@ -469,36 +496,59 @@ for line in "${selected[@]}"; do
             reqwest-retry) flags="--client reqwest-retry" ;;
             governor) flags=$(governor_flags "$model" "$a" "$b") ;;
         esac
+        # Several processes: the learning and governor clients share through Redis, a key
+        # of their own for each job (a fresh limiter has nothing learned).
+        shared=""
+        if [ "$processes" -gt 1 ] && [ "$client" != reqwest-retry ]; then
+            shared="--redis redis://127.0.0.1:$redis_port --key job-$job_number"
+        fi
         start_server "$runner" "$runner_args" "$dir"
-        say "$name ($quota) × $client: $job_requests requests, $concurrency tasks${flags:+ ($flags)}"
+        say "$name ($quota) × $client: $job_requests requests, $concurrency tasks${flags:+ ($flags)}$([ "$processes" -gt 1 ] && echo " in each of $processes processes")"
         job_started=$SECONDS
         # In the background and waited for, so a signal to the script ends the job at once.
-        # shellcheck disable=SC2086 # flags are words
-        timeout "$job_timeout" "$fetch" "http://127.0.0.1:$port/items/{i}" \
-            --requests "$job_requests" --concurrency "$concurrency" --json $flags \
-            >"$dir/client.out" 2>"$dir/client.err" </dev/null &
-        client_pid=$!
+        # Process p sends its share of the requests (the first ones one more when they do not
+        # divide evenly); each writes its own output, merged below.
+        for ((p = 0; p < processes; p++)); do
+            share=$((job_requests / processes + (p < job_requests % processes ? 1 : 0)))
+            out=client.out err=client.err
+            [ "$processes" -gt 1 ] && out=client.out.$p err=client.err.$p
+            # shellcheck disable=SC2086 # flags are words
+            timeout "$job_timeout" "$fetch" "http://127.0.0.1:$port/items/{i}" \
+                --requests "$share" --concurrency "$concurrency" --json $flags $shared \
+                >"$dir/$out" 2>"$dir/$err" </dev/null &
+            client_pids+=($!)
+        done
         exit_code=0
-        wait "$client_pid" || exit_code=$?
-        client_pid=""
+        for pid in "${client_pids[@]}"; do
+            code=0
+            wait "$pid" || code=$?
+            # The worst exit of the processes: a timeout, then a loss, then any other.
+            if [ "$code" = 124 ] || { [ "$code" != 0 ] && [ "$exit_code" != 124 ]; }; then
+                exit_code=$code
+            fi
+        done
+        client_pids=()
+        [ "$processes" -gt 1 ] && python3 "$HERE/merge_processes.py" "$dir" "$processes"
         collect_and_stop "$runner" "$dir"
         [ "$exit_code" = 124 ] && say "  timed out after $job_timeout s"
         # polite_fetch exits 1 when a request was lost: a result, not a failure of the harness.
         if [ "$exit_code" != 0 ] && [ "$exit_code" != 1 ] && [ "$exit_code" != 124 ]; then
-            tail -5 "$dir/client.err" >&2
+            tail -5 "$dir"/client.err* >&2
             die "polite_fetch exited $exit_code on $name × $client"
         fi
         say "  $(head -1 "$dir/client.out" 2>/dev/null) ($((SECONDS - job_started)) s)"
         # Each value as an argument, so that a --server's text needs no quoting.
         python3 - "$dir/job.json" "$name" "$runner" "$shape" "$quota" "$states" "$model" "$a" "$b" \
-            "${anchor:-}" "$job_requests" "$concurrency" "$client" "$flags" "$exit_code" <<'EOF'
+            "${anchor:-}" "$job_requests" "$concurrency" "$client" "$flags" "$exit_code" \
+            "$processes" <<'EOF'
 import json, sys
 (path, server, runner, shape, quota, states, model, a, b, anchor, requests, concurrency, client,
- flags, exit_code) = sys.argv[1:]
+ flags, exit_code, processes) = sys.argv[1:]
 number = lambda text: int(text) if text.isdigit() else float(text)
 job = {"server": server, "runner": runner, "shape": shape, "quota": quota,
        "states_quota": states == "1", "model": model, "requests": int(requests),
-       "concurrency": int(concurrency), "client": client, "flags": flags, "exit": int(exit_code)}
+       "concurrency": int(concurrency), "client": client, "flags": flags, "exit": int(exit_code),
+       "processes": int(processes)}
 if model in ("window", "counter"):
     job.update(q=number(a), w=number(b))
     if model == "counter":

@@ -95,7 +95,9 @@ def main() -> int:
             "server": job["server"],
             "shape": job["shape"],
             "quota": job["quota"],
-            "job": f"{job['requests']} ({job['concurrency']} tasks)",
+            "job": (f"{job['requests']} ({job['concurrency']} tasks)"
+                    if job.get("processes", 1) == 1
+                    else f"{job['requests']} ({job['processes']} × {job['concurrency']} tasks)"),
             "client": job["client"],
         }
         if summary is None:
