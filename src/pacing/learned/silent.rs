@@ -45,6 +45,10 @@ const LONGEST_PAUSE: Duration = Duration::from_secs(30);
 /// After this many windows, the window's search goes on to a thirty-second (see
 /// [`Silence::next_try`]): a job this long has more windows to come for the time it saves.
 const FINE_AFTER_WINDOWS: u64 = 10;
+/// The window's search stops when its bounds are this share of the window apart...
+const SEARCH_SHARE: u32 = 16;
+/// ...or this share, for a window of one request and after [`FINE_AFTER_WINDOWS`].
+const FINE_SHARE: u32 = 32;
 
 /// A silent server's quota, inferred.
 #[derive(Debug, Clone)]
@@ -268,7 +272,8 @@ impl Silence {
             return pace.known();
         }
         let bounded = self.window.is_some_and(|window| {
-            window.saturating_sub(self.too_short) <= (window / 32).max(Duration::from_millis(2))
+            window.saturating_sub(self.too_short)
+                <= (window / FINE_SHARE).max(Duration::from_millis(2))
         });
         bounded && !self.unproven
     }
@@ -389,7 +394,7 @@ impl Silence {
             || (self.windows_begun >= FINE_AFTER_WINDOWS
                 && !self.server_pauses
                 && self.ceiling.is_none_or(|ceiling| ceiling > 1));
-        let share = if fine { 32 } else { 16 };
+        let share = if fine { FINE_SHARE } else { SEARCH_SHARE };
         if gap > (window / share).max(Duration::from_millis(2)) {
             self.too_short + gap / 2
         } else {
@@ -709,7 +714,7 @@ impl Silence {
         // our window straddles its edge, or a sliding log that frees its first slot only.
         let fine = self
             .before_trial
-            .is_some_and(|before| before.saturating_sub(self.too_short) <= before / 16);
+            .is_some_and(|before| before.saturating_sub(self.too_short) <= before / SEARCH_SHARE);
         if !fine
             && self.admitted > 0
             && self.admitted < self.previous_admitted
@@ -980,6 +985,36 @@ mod tests {
             change(&mut silence);
             assert_eq!(goes_at(&mut silence, MS * 1850), None);
         }
+    }
+
+    /// A window of 20 per 2 s whose refusals refuted a bucket by far, begun early (a trial
+    /// `into` after the window before, whose estimate was 2 s and lower bound `too_short`), and
+    /// refused inside it after 2 admitted: whether the key went to the even pace.
+    fn trial_refused_after_two(too_short: Duration, into: Duration) -> bool {
+        let mut silence = Silence::first(Duration::ZERO, 20);
+        silence.first_measured = 20;
+        silence.previous_admitted = 20;
+        silence.bucket_lo = 30.0;
+        silence.bucket_hi = 10.0;
+        silence.bucket = Bucket::NoOneRate;
+        silence.first_window = Some(MS * 2000);
+        silence.too_short = too_short;
+        silence.before_trial = Some(MS * 2000);
+        silence.window = Some(into);
+        silence.admitted = 2;
+        silence.trial_refused(MS * 60_000, into);
+        silence.pace.is_some()
+    }
+
+    #[test]
+    fn a_trial_within_a_sixteenth_refused_after_part_of_a_burst_keeps_the_windows() {
+        // Searched from [1.5 s, 2 s]: part of a burst at 1.75 s is what a counter frees
+        // gradually, and the key goes to the even pace, as before.
+        assert!(trial_refused_after_two(MS * 1500, MS * 1750));
+        // Searched on to a thirty-second from [1.9 s, 2 s], after windows that each held the
+        // quota: a window on the clock straddled at its edge (or a sliding log's first slot
+        // freed), not a counter. The windows stay, the trial known too short.
+        assert!(!trial_refused_after_two(MS * 1900, MS * 1950));
     }
 
     /// A refusal inside the current window of a key whose window was searched to
