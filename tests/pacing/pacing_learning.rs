@@ -22,7 +22,9 @@ use reqwest_polite::mock::{Layer, Partition, RateLimitedApi};
 use reqwest_polite::pacing::Pacer;
 use reqwest_polite::time::{Rate, TokioClock};
 
-use crate::support::{SimulatedRun, run_job, simulated_sync_job, start_at_phase, take_turn};
+use crate::support::{
+    SimulatedRun, run_job, simulated_sync_job, start_at_phase, take_turn, trace_if_asked,
+};
 
 const LIMIT: u64 = 20;
 const WINDOW: Duration = Duration::from_secs(2);
@@ -55,6 +57,8 @@ pub(crate) async fn sweep(
     let (mut fastest, mut slowest_run) = (Duration::MAX, Duration::ZERO);
     let (mut fewest, mut most) = (usize::MAX, 0);
     let mut slowest_request = Duration::ZERO;
+    // `RUST_LOG` prints what the learner decided (a failure stops the sweep at its phase).
+    trace_if_asked();
     for phase in 0..PHASES {
         let phase = Duration::from_millis(1000 / PHASES * phase);
         start_at_phase(phase).await;
