@@ -498,6 +498,8 @@ for line in "${selected[@]}"; do
         esac
         # Several processes: the learning and governor clients share through Redis, a key
         # of their own for each job (a fresh limiter has nothing learned).
+        [ "$job_requests" -ge "$processes" ] \
+            || die "$name: $job_requests requests cannot be shared by $processes processes"
         shared=""
         if [ "$processes" -gt 1 ] && [ "$client" != reqwest-retry ]; then
             shared="--redis redis://127.0.0.1:$redis_port --key job-$job_number"
