@@ -13,18 +13,12 @@ import json
 import sys
 from pathlib import Path
 
-
-def summary(path):
-    lines = path.read_text().strip().splitlines() if path.exists() else []
-    try:
-        return json.loads(lines[-1]) if lines else None
-    except json.JSONDecodeError:
-        return None
+from report import client_summary
 
 
 def main():
     folder, processes = Path(sys.argv[1]), int(sys.argv[2])
-    summaries = [summary(folder / f"client.out.{p}") for p in range(processes)]
+    summaries = [client_summary(folder, f"client.out.{p}") for p in range(processes)]
     with open(folder / "client.err", "w") as err:
         for p in range(processes):
             part = folder / f"client.err.{p}"

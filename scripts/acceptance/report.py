@@ -50,9 +50,9 @@ def minimum_s(job: dict, first_epoch: float | None) -> float:
     return max(n - b - 1, 0) / r
 
 
-def client_summary(folder: Path) -> dict | None:
+def client_summary(folder: Path, name: str = "client.out") -> dict | None:
     try:
-        lines = (folder / "client.out").read_text().strip().splitlines()
+        lines = (folder / name).read_text().strip().splitlines()
         return json.loads(lines[-1]) if lines else None
     except (OSError, ValueError):
         return None

@@ -271,11 +271,16 @@ impl Silence {
         if let Some(pace) = self.pace.as_deref() {
             return pace.known();
         }
-        let bounded = self.window.is_some_and(|window| {
-            window.saturating_sub(self.too_short)
-                <= (window / FINE_SHARE).max(Duration::from_millis(2))
-        });
+        let bounded = self
+            .window
+            .is_some_and(|window| self.bounds_within(window, FINE_SHARE));
         bounded && !self.unproven
+    }
+
+    /// Whether the window known too short is within `window / share` (and 2 ms) of `window`:
+    /// the search stops there.
+    fn bounds_within(&self, window: Duration, share: u32) -> bool {
+        window.saturating_sub(self.too_short) <= (window / share).max(Duration::from_millis(2))
     }
 
     /// The estimated window: for a key paced at a rate, the time one request takes to refill.
@@ -389,16 +394,15 @@ impl Silence {
         if self.midpoint_refused {
             return window;
         }
-        let gap = window.saturating_sub(self.too_short);
         let fine = self.rate_without_burst()
             || (self.windows_begun >= FINE_AFTER_WINDOWS
                 && !self.server_pauses
                 && self.ceiling.is_none_or(|ceiling| ceiling > 1));
         let share = if fine { FINE_SHARE } else { SEARCH_SHARE };
-        if gap > (window / share).max(Duration::from_millis(2)) {
-            self.too_short + gap / 2
-        } else {
+        if self.bounds_within(window, share) {
             window
+        } else {
+            self.too_short + window.saturating_sub(self.too_short) / 2
         }
     }
 
@@ -712,9 +716,11 @@ impl Silence {
         // quota at the estimate for many windows, which a counter charging each burst into
         // the next would not. Part of a burst is then what a window on the clock admits when
         // our window straddles its edge, or a sliding log that frees its first slot only.
+        // (A trial goes only while the bounds are more than 2 ms apart, so `bounds_within`'s
+        // floor changes nothing here.)
         let fine = self
             .before_trial
-            .is_some_and(|before| before.saturating_sub(self.too_short) <= before / SEARCH_SHARE);
+            .is_some_and(|before| self.bounds_within(before, SEARCH_SHARE));
         if !fine
             && self.admitted > 0
             && self.admitted < self.previous_admitted
