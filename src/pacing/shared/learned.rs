@@ -32,6 +32,20 @@ const PROBE_POLL: Duration = Duration::from_millis(20);
 /// steps as often).
 const FLEET_RAMP_STEP: Duration = Duration::from_millis(100);
 
+/// From a learned count, every process's head that finds the window spent (or the shared
+/// gate closed) waits for the same end, and whoever asks first then takes first: left to the
+/// race, a request could lose window after window (measured: 50 processes, 2 tasks each, 30
+/// per 3 s: a slowest request of 49 s, when each waits 10 s on average). So the store tells
+/// each head refused to ask again later by up to this spread, in the order the heads began to
+/// wait (`learned_take.lua`). Against a stated quota, every head by the spread halved for each
+/// [`TURN_HALVING`] it has waited. Against a silent server, by the spread halved for each
+/// `TURN_HALVING` it began to wait after the request in line that began first, which asks at
+/// once: the store measures a silent server's windows by when their first requests went, and a
+/// delay for every head lengthened each window measured (against nginx at 10 r/s, four
+/// processes were held to windows of one request 139-147 ms long).
+const TURN_SPREAD: Duration = Duration::from_millis(64);
+const TURN_HALVING: Duration = Duration::from_secs(6);
+
 /// How long a quota per window is kept without news: many windows, and at least a minute.
 fn quota_kept(window: Duration) -> Duration {
     window.saturating_mul(10).max(Duration::from_secs(60))
@@ -111,8 +125,8 @@ impl RedisLearned {
     }
 
     /// The keys of a take: the count, the quota, the gate, the probe, the line of the
-    /// requests refused, a silent server's estimate and the requests in flight (one digest
-    /// of the key for all seven).
+    /// requests refused, a silent server's estimate, the requests in flight and when each
+    /// request in line began to wait (one digest of the key for all eight).
     fn take_keys(&self, key: &str) -> Vec<String> {
         let prefix = redis_keys::key_prefix(&self.name, key);
         vec![
@@ -123,6 +137,7 @@ impl RedisLearned {
             redis_keys::key(&prefix, "line"),
             redis_keys::key(&prefix, "silent"),
             redis_keys::key(&prefix, "flying"),
+            redis_keys::key(&prefix, "since"),
         ]
     }
 }
@@ -149,6 +164,8 @@ impl SharedStore for RedisLearned {
             format!("{:x}", ask.asker),
             ask.waited.as_millis().to_string(),
             millis(FLEET_RAMP_STEP),
+            millis(TURN_SPREAD),
+            millis(TURN_HALVING),
         ];
         let reply: Vec<String> = self
             .store

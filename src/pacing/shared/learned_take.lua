@@ -16,6 +16,15 @@
 -- ARGV[5]: this request's id (the same for each of its asks); ARGV[6]: how long it has
 --          waited so far, in ms
 -- ARGV[7]: how often the fleet's slow start doubles its cap, in ms (a silent server)
+-- KEYS[8] (optional): when each request in line began to wait (a sorted set, scored by the
+--          Redis time); ARGV[8], ARGV[9]: the turn's spread and its halving, in ms. A request
+--          refused is told to ask again later, so that when a window opens the heads of every
+--          process ask in the order they began to wait: against a stated quota, by up to the
+--          spread, halved for every halving it has waited; against a silent server, whose
+--          windows the store measures from when their first requests went, by up to the
+--          spread, the less the closer it began to wait to the request in line that began
+--          first, which asks at once (a spread after every window would lengthen each window
+--          measured by it, one of 100 ms by a third).
 -- Returns {1, taken, left} when taken (left -1: nothing is known, the request goes alone as
 -- the probe of every process, and its answer will tell), {0, wait in ms} when the window is
 -- spent, a probe is out or what is left is for those in line, {2, gate ms} when the gate is
@@ -29,27 +38,62 @@ local time = redis.call('TIME')
 local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
 -- Gone from the line: a request a second late (its process ended, or it was served by a
 -- take of several). One that comes later still has waited, and is in line by that.
+local since = KEYS[8]
+if since then
+  for _, gone in ipairs(redis.call('ZRANGEBYSCORE', KEYS[5], '-inf', now - 1000)) do
+    redis.call('ZREM', since, gone)
+  end
+end
 redis.call('ZREMRANGEBYSCORE', KEYS[5], '-inf', now - 1000)
 -- In line: refused before and still expected, or waiting elsewhere (its own process's
 -- queue, its own pacer) for ARGV[6] ms or more: only a request that comes as another has just
 -- been served has not waited.
 local in_line = redis.call('ZSCORE', KEYS[5], asker) or tonumber(ARGV[6]) >= 250
 
--- Refused for `wait` ms: in line, due to ask again then.
+-- Refused for `wait` ms: in line, due to ask again then, and later than the request in line
+-- that began to wait first by its turn's spread (see KEYS[8]).
+local silent = redis.call('HGET', KEYS[2], 'silent')
 local function refuse(code, wait)
-  redis.call('ZADD', KEYS[5], now + wait, asker)
   local stay = wait + 1000
+  if since then
+    local spread, halving = tonumber(ARGV[8]), tonumber(ARGV[9])
+    local waited = tonumber(ARGV[6])
+    if silent then
+      local began = now - waited
+      local held = tonumber(redis.call('ZSCORE', since, asker))
+      if not held or held > began then
+        redis.call('ZADD', since, began, asker)
+        held = began
+      end
+      local first = redis.call('ZRANGE', since, 0, 0, 'WITHSCORES')
+      local lead = math.max(0, held - tonumber(first[2]))
+      wait = wait + math.floor(spread * (1 - 0.5 ^ (lead / halving)))
+      if redis.call('PTTL', since) < stay then
+        redis.call('PEXPIRE', since, stay)
+      end
+    else
+      wait = wait + math.floor(spread * 0.5 ^ math.min(waited / halving, 64))
+    end
+  end
+  redis.call('ZADD', KEYS[5], now + wait, asker)
   if redis.call('PTTL', KEYS[5]) < stay then
     redis.call('PEXPIRE', KEYS[5], stay)
   end
   return {code, wait}
 end
 
+-- Taken: out of the line.
+local function served()
+  redis.call('ZREM', KEYS[5], asker)
+  if since then
+    redis.call('ZREM', since, asker)
+  end
+end
+
 local gate = redis.call('PTTL', KEYS[3])
 if gate > 0 then
   return refuse(2, gate)
 end
-local silent = redis.call('HGET', KEYS[2], 'silent')
 local left = tonumber(redis.call('GET', KEYS[1]))
 if not left then
   local limit = tonumber(redis.call('HGET', KEYS[2], 'limit'))
@@ -84,13 +128,13 @@ if not left then
     end
     redis.call('ZADD', F, now, asker)
     redis.call('PEXPIRE', F, probe_out)
-    redis.call('ZREM', KEYS[5], asker)
+    served()
     return {1, cost, -1}
   end
   if silent or (limit and cost > limit) then
     -- The server states nothing (each process's own pacer learns its silence), or no
     -- window could ever hold this request (the server will say so).
-    redis.call('ZREM', KEYS[5], asker)
+    served()
     return {1, want, -1}
   end
   -- Nothing known of the window now (the first request of all, or the last window ended):
@@ -98,7 +142,7 @@ if not left then
   -- ends the probe). A window guessed whole at its end would be spent twice over when the
   -- guess is early.
   if redis.call('SET', KEYS[4], '1', 'NX', 'PX', tonumber(ARGV[3])) then
-    redis.call('ZREM', KEYS[5], asker)
+    served()
     return {1, cost, -1}
   end
   return refuse(0, math.max(1, math.min(redis.call('PTTL', KEYS[4]), tonumber(ARGV[4]))))
@@ -114,7 +158,7 @@ end
 if spare >= cost then
   local taken = math.min(want, spare)
   redis.call('DECRBY', KEYS[1], taken)
-  redis.call('ZREM', KEYS[5], asker)
+  served()
   if silent and KEYS[7] then
     -- In flight, for the fleet's estimate: its answer is counted in this window.
     redis.call('ZADD', KEYS[7], now, asker)

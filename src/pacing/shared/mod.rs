@@ -235,21 +235,6 @@ pub(crate) enum SharedTake {
     Misconfigured(StoreError),
 }
 
-/// From a learned count, every process's head that finds the window spent (or the shared
-/// gate closed) waits for the same end, and whoever asks first then takes first: left to the
-/// race, a request could lose window after window (measured: 50 processes, 2 tasks each, 30
-/// per 3 s: a slowest request of 49 s, when each waits 10 s on average). So the heads ask in
-/// the order they have waited: one that has just come asks up to [`TURN_SPREAD`] after the
-/// end, and the delay halves with every [`TURN_HALVING`] waited (1 ms after about 12 s).
-const TURN_SPREAD: Duration = Duration::from_millis(64);
-const TURN_HALVING: Duration = Duration::from_secs(6);
-
-/// How long after a shared wait's end a request that has `waited` so far asks again.
-fn behind(waited: Duration) -> Duration {
-    let halvings = waited.as_secs_f64() / TURN_HALVING.as_secs_f64();
-    TURN_SPREAD.mul_f64(0.5f64.powf(halvings.min(64.0)))
-}
-
 /// The most tokens one take asks for the requests queued behind its head.
 const BATCH_MAX: u64 = 128;
 
@@ -343,15 +328,10 @@ impl SharedQuota {
 
     /// Takes `cost` for `key`: from the tokens held here if they are enough, else from the
     /// store, for this request and the ones queued behind it. From a learned count, the
-    /// request that has waited longest asks first (see [`behind`]).
+    /// request that began to wait first asks first (the store says when each head asks
+    /// again: `TURN_SPREAD` in the `learned` module).
     pub(crate) async fn take(&self, key: &str, cost: u32, asker: Asker) -> SharedTake {
-        let take = match self.take_now(key, cost, asker).await {
-            SharedTake::Wait { wait, gated } if self.learns() => SharedTake::Wait {
-                wait: wait.saturating_add(behind(asker.waited)),
-                gated,
-            },
-            other => other,
-        };
+        let take = self.take_now(key, cost, asker).await;
         tracing::trace!(key = %key_digest(key), ?take, "pacing: shared take");
         take
     }
