@@ -927,14 +927,13 @@ async fn a_silent_server_is_learned_by_all_as_one() {
 
 /// Heads refused at a spent count ask again in the order they began to wait. Against a silent
 /// server (whose windows the store measures by when their first requests went) the first of
-/// them asks at the count's end, not held back by the spread: A began 3 s ago, first in line:
-/// the end. B just came, 3 s after A: the end plus 29 % of the spread (one half-life of 6 s is
-/// 50 %). C began 9 s ago, now first: the end. A again, 6 s after C: half the spread. C served:
-/// A is first again. Against a stated quota every head asks after the end by the spread halved
-/// for every half-life it has waited (the end is as soon as any process heard it, and the
-/// spread stands for the margin its projections lack): 6 s waited, half the spread. A spread
-/// of a minute here, so each wait's turn stands clear of the milliseconds between calls (the
-/// pacer's is 64 ms).
+/// them asks at the count's end, not held back by the spread: A began 5 min ago, first in
+/// line: the end. B just came, 5 min after A: the end plus 29 % of the spread (one half-life,
+/// 10 min here, is 50 %). C began 15 min ago, now first: the end. A again, 10 min after C: half
+/// the spread. C served: A is first again. Against a stated quota every head asks after the end
+/// by the spread halved for every half-life it has waited: 10 min waited, half the spread. A
+/// spread of a minute and a half-life of 10 min here (the pacer's: 64 ms and 6 s), so that each
+/// wait's turn stands clear of the milliseconds between calls and moves little with them.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn heads_refused_ask_again_in_the_order_they_began_to_wait() {
     let _turn = take_turn(module_path!()).await;
@@ -963,7 +962,7 @@ async fn heads_refused_ask_again_in_the_order_they_began_to_wait() {
     let ask = |keys: &[String], asker: usize, waited_ms: u64| {
         let mut call = learned_take_call(keys, 1, asker, waited_ms);
         call.args
-            .extend(["100", &SPREAD.to_string(), "6000"].map(str::to_owned));
+            .extend(["100", &SPREAD.to_string(), "600000"].map(str::to_owned));
         one_call(&store, call)
     };
     let wait = |reply: Vec<String>| -> u64 {
@@ -971,16 +970,19 @@ async fn heads_refused_ask_again_in_the_order_they_began_to_wait() {
         reply[1].parse().unwrap()
     };
     // Each wait is the count's end (less the few ms since it was set) plus the turn's part.
-    let near = |wait: u64, part: u64| (END - 500 + part..=END + part).contains(&wait);
-    let a = wait(ask(&silent, 0, 3_000).await);
+    let near = |wait: u64, part: u64| (END - 500 + part..=END + part + 10).contains(&wait);
+    let a = wait(ask(&silent, 0, 300_000).await);
     assert!(near(a, 0), "A, first in line: {a} ms");
     let b = wait(ask(&silent, 1, 0).await);
     let part = (SPREAD as f64 * (1.0 - 0.5f64.powf(0.5))) as u64;
-    assert!(near(b, part), "B, 3 s after A: {b} ms, the end plus {part}");
-    let c = wait(ask(&silent, 2, 9_000).await);
+    assert!(
+        near(b, part),
+        "B, 5 min after A: {b} ms, the end plus {part}"
+    );
+    let c = wait(ask(&silent, 2, 900_000).await);
     assert!(near(c, 0), "C, now first: {c} ms");
-    let a = wait(ask(&silent, 0, 3_000).await);
-    assert!(near(a, SPREAD / 2), "A, 6 s after C: {a} ms");
+    let a = wait(ask(&silent, 0, 300_000).await);
+    assert!(near(a, SPREAD / 2), "A, 10 min after C: {a} ms");
     // The count refilled: C takes, and is out of the line; A is first again.
     eval(
         &store,
@@ -989,7 +991,7 @@ async fn heads_refused_ask_again_in_the_order_they_began_to_wait() {
         &["1", "", &END.to_string()],
     )
     .await;
-    assert_eq!(ask(&silent, 2, 9_000).await[0], "1", "C takes");
+    assert_eq!(ask(&silent, 2, 900_000).await[0], "1", "C takes");
     eval(
         &store,
         &ARRANGE_LEARNED,
@@ -997,11 +999,11 @@ async fn heads_refused_ask_again_in_the_order_they_began_to_wait() {
         &["0", "", &END.to_string()],
     )
     .await;
-    let a = wait(ask(&silent, 0, 3_000).await);
+    let a = wait(ask(&silent, 0, 300_000).await);
     assert!(near(a, 0), "A, first again: {a} ms");
     // A stated count: the spread by what each has waited, the first too.
-    let d = wait(ask(&stated, 3, 6_000).await);
-    assert!(near(d, SPREAD / 2), "D, stated, 6 s waited: {d} ms");
+    let d = wait(ask(&stated, 3, 600_000).await);
+    assert!(near(d, SPREAD / 2), "D, stated, 10 min waited: {d} ms");
     let e = wait(ask(&stated, 4, 0).await);
     assert!(near(e, SPREAD), "E, stated, just come: {e} ms");
 }
