@@ -90,7 +90,14 @@
 //! request, not every one in flight. Evidence selects the parameters:
 //!
 //! - the first refusal: what was admitted since the first request is the quota; the probes
-//!   that follow (pauses ×1.5 from 250 ms) bound the window (refused: not over; admitted: over);
+//!   that follow bound the window (refused: not over; admitted: over). Their pauses grow
+//!   ×1.5 from 250 ms, but a probe whose pause would carry it past a round offset from the
+//!   first request (1, 1.5, 2, 3, 5, 10, 15, 30 or 60 s) goes just after it instead (a 128th
+//!   later, 5 ms at least, its pause not spread by jitter), since the windows people
+//!   configure are round: a round window is then measured to within that margin;
+//! - a probe admitted just after a round offset: the next window's first request tries a
+//!   64th under it. Refused, the search is over at one 429; admitted, that round window is
+//!   refuted, and the midpoints go on below it;
 //! - each window's first request goes alone, at the midpoint of the window known too short
 //!   and the one known enough, until they are a sixteenth apart (a thirty-second for a window
 //!   of one request whose first window admitted one: a rate with no burst, whose window is
@@ -904,6 +911,12 @@ impl KeyQuota {
             "pacing: silent model refused"
         );
         Some(pause)
+    }
+
+    /// Whether the last pause a silent server's model asked aims a round probe (see the
+    /// `silent` module): kept as it is, not spread.
+    pub(crate) fn silent_probe_aimed(&self) -> bool {
+        self.silence.as_deref().is_some_and(Silence::probe_aimed)
     }
 
     /// Pauses the key until `now + wait` (a later gate wins).

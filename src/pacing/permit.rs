@@ -85,8 +85,13 @@ impl Permit {
             // A window's end learned as an upper bound (late by a round trip already) is
             // kept as it is: its windows begin with their first request, whoever sends it.
             let bounded = state.quota.ends_by_span();
+            let aimed = state.quota.silent_probe_aimed();
             let pause = pause.map(|wait| {
-                if too_many {
+                if aimed {
+                    // A silent server's first window probed just after a round offset: the
+                    // aim is the point, and one request goes at it.
+                    wait
+                } else if too_many {
                     inner.spread(jitter, wait)
                 } else if bounded {
                     wait

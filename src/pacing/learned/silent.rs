@@ -1,7 +1,11 @@
 //! A server that states nothing: what its bare 429s let us infer. The quota per window is what
 //! a window admitted before a refusal; the window is bounded by the probes that follow the
 //! refusal (refused: not over yet; admitted: over), and narrowed by sending each window's first
-//! request, alone, at the midpoint of the two bounds.
+//! request, alone, at the midpoint of the two bounds. A probe of the first window whose pause
+//! would pass a round offset from its first request goes just after it (see
+//! [`ROUND_OFFSETS_MS`]), and a probe admitted there makes the first try a 64th under that
+//! round window, not the midpoint: the windows people configure are round, and one 429 then
+//! ends the search.
 //!
 //! A pause the server asks (a `Retry-After` alone) that is longer than the model's own lets a
 //! bucket rest and bank a credit, on which shorter windows pass: the midpoints admitted while
@@ -42,6 +46,19 @@ const PAUSE_GROWTH: f64 = 1.5;
 const REMEASURE_SHARE: u32 = 16;
 /// The longest pause between probes of a silent server.
 const LONGEST_PAUSE: Duration = Duration::from_secs(30);
+/// Round offsets from the first window's first request, in milliseconds: where the windows
+/// people configure end. A probe of the first window whose pause would carry it past one goes
+/// just after it instead (see [`round_probe`]), and is admitted there if the window is that
+/// round one, with the window measured to within the probe's margin, where a pause growing by
+/// half overshot it by up to half (real Flask-Limiter, a moving window of 6 per 2 s: a probe
+/// refused at 1.98 s, the next admitted at 3.2 s). None under a second: a bucket's refill is
+/// probed as before, at the pauses that grow by half (its first window admits what it
+/// refilled by the probe, and a probe just after a round offset finds less).
+const ROUND_OFFSETS_MS: [u64; 9] = [
+    1_000, 1_500, 2_000, 3_000, 5_000, 10_000, 15_000, 30_000, 60_000,
+];
+/// A round probe goes at least this long after the refusal before it.
+const ROUND_GAP: Duration = Duration::from_millis(100);
 /// After this many windows, the window's search goes on to a thirty-second (see
 /// [`Silence::next_try`]): a job this long has more windows to come for the time it saves.
 const FINE_AFTER_WINDOWS: u64 = 10;
@@ -149,6 +166,10 @@ pub(super) struct Silence {
     pub(super) bucket: Bucket,
     /// How many windows the model has begun (each window's first request sent alone).
     windows_begun: u64,
+    /// The round offset just after which the first window's probe was admitted (see
+    /// [`ROUND_OFFSETS_MS`]): the window is likely that long, so the search's first trial
+    /// goes just under it (see [`Silence::next_try`]).
+    round_window: Option<Duration>,
 }
 
 /// What is known of whether a silent server is a bucket.
@@ -189,6 +210,53 @@ struct Probing {
     refused_after: Duration,
     /// Whether that request was a probe (sent after a pause), not one of the burst refused.
     probe_refused: bool,
+    /// The round offset from `from` the next probe goes just after (see
+    /// [`ROUND_OFFSETS_MS`]), if it does.
+    round: Option<Duration>,
+    /// Whether the probes go just after round offsets when they reach one: the first window's
+    /// do, not those that measure a window again (its edge is near the estimate).
+    rounds: bool,
+}
+
+/// The first window's next probe, due at `due`: just after the first round offset from
+/// `from` (see [`ROUND_OFFSETS_MS`]) it would pass, at least [`ROUND_GAP`] after `now` and
+/// past `refused_after` (the offset of the request just refused), with the offset and the
+/// pause until then. Its margin ([`round_margin`]) covers a network's jitter between the two
+/// sends. `None` when no round offset is in reach: the probe goes when due.
+fn round_probe(
+    from: Duration,
+    now: Duration,
+    refused_after: Duration,
+    due: Duration,
+) -> Option<(Duration, Duration)> {
+    let earliest = now.saturating_sub(from).saturating_add(ROUND_GAP);
+    let offset = ROUND_OFFSETS_MS
+        .iter()
+        .map(|&ms| Duration::from_millis(ms))
+        .find(|&offset| offset >= earliest && offset > refused_after)?;
+    let at = from
+        .saturating_add(offset)
+        .saturating_add(round_margin(offset));
+    (at <= due).then(|| (offset, at.saturating_sub(now)))
+}
+
+/// How long after a round offset its probe goes: a 128th of it, and 5 ms at least.
+fn round_margin(offset: Duration) -> Duration {
+    (offset / 128).max(Duration::from_millis(5))
+}
+
+impl Probing {
+    /// The pause before the next probe, due `pause` after `now`: to just after the first
+    /// round offset it would pass, if the probes go there (see [`round_probe`]).
+    fn aim(&mut self, now: Duration, pause: Duration) -> Duration {
+        let due = now.saturating_add(pause);
+        let round = self
+            .rounds
+            .then(|| round_probe(self.from, now, self.refused_after, due))
+            .flatten();
+        self.round = round.map(|(offset, _)| offset);
+        round.map_or(pause, |(_, to)| to)
+    }
 }
 
 /// What an admission taught the silent model.
@@ -245,6 +313,7 @@ impl Silence {
             first_refused_probe: None,
             bucket: Bucket::Possible,
             windows_begun: 0,
+            round_window: None,
         }
     }
 
@@ -281,6 +350,15 @@ impl Silence {
     /// the search stops there.
     fn bounds_within(&self, window: Duration, share: u32) -> bool {
         window.saturating_sub(self.too_short) <= (window / share).max(Duration::from_millis(2))
+    }
+
+    /// Whether the pause this model asked last is the aim of a round probe (see
+    /// [`ROUND_OFFSETS_MS`]), to be kept as it is: a pause spread by the retry's jitter (±10 %)
+    /// sends the probe before the round offset, or well after it. Only the first window's
+    /// probes aim, one request at a time, so there is no herd to spread; a pause the server
+    /// asks is never one.
+    pub(super) fn probe_aimed(&self) -> bool {
+        !self.server_pauses && self.probing.is_some_and(|probing| probing.round.is_some())
     }
 
     /// The estimated window: for a key paced at a rate, the time one request takes to refill.
@@ -390,6 +468,8 @@ impl Silence {
     /// midpoint costs at most (real express-rate-limit's fixed window of 20 per 2 s, silent,
     /// kept 2.124 s over a lower bound of 1.994 s: 1.079-1.090 × in two jobs of five). Not
     /// where the server asks a pause with its refusals: each midpoint refused costs that pause.
+    /// Before any midpoint, a first window whose probe was admitted just after a round offset
+    /// tries a 64th under it (see [`ROUND_OFFSETS_MS`]).
     pub(super) fn next_try(&self, window: Duration) -> Duration {
         if self.midpoint_refused {
             return window;
@@ -400,10 +480,18 @@ impl Silence {
                 && self.ceiling.is_none_or(|ceiling| ceiling > 1));
         let share = if fine { FINE_SHARE } else { SEARCH_SHARE };
         if self.bounds_within(window, share) {
-            window
-        } else {
-            self.too_short + window.saturating_sub(self.too_short) / 2
+            return window;
         }
+        // The first window's probe was admitted just after a round offset: the first trial
+        // goes a 64th under it. Refused, the bounds are within a thirty-second at one 429;
+        // admitted, the window is not that round one, and the search goes on below.
+        if let Some(round) = self.round_window {
+            let under = round.saturating_sub(round / 64);
+            if self.too_short < under && under < window {
+                return under;
+            }
+        }
+        self.too_short + window.saturating_sub(self.too_short) / 2
     }
 
     /// How far into a window its successor goes (`next_try` as the search has it) while the
@@ -487,6 +575,10 @@ impl Silence {
             self.window = Some(window);
             self.too_short = probing.refused_after.min(window);
             self.too_short_for = measured;
+            // Sent just after a round offset (not held later by a pause the server asked).
+            self.round_window = probing
+                .round
+                .filter(|&offset| window >= offset && window <= offset + round_margin(offset) * 2);
             self.before_trials = None;
             self.midpoint_refused = false;
             self.previous_sends.clear();
@@ -497,6 +589,15 @@ impl Silence {
             self.used = 1;
             self.admitted = 1;
             if self.first_measured == 0 {
+                if measured == 1 {
+                    // The first window admitted one of the requests sent into it (the slow
+                    // start sends the second as soon as the first is answered): a rate with no
+                    // burst, or a quota of one. The curve does not climb to two a window to
+                    // find out: that climb is refused, and behind a `Retry-After` each refusal
+                    // costs the pause the server asks (real nginx at 2 r/s behind
+                    // `Retry-After: 1`: a second's pause at 2.4 s).
+                    self.ceiling = Some(1);
+                }
                 self.first_measured = measured;
                 self.first_window = Some(window);
                 self.first_refused_probe = probing
@@ -527,6 +628,8 @@ impl Silence {
         {
             let into = self.window_start.saturating_sub(self.previous_start);
             if into < window {
+                // The trial under a round window was let in: that round window is not it.
+                self.round_window = None;
                 self.before_trial = Some(window);
                 if self.rested {
                     self.before_trials.get_or_insert(window);
@@ -576,10 +679,11 @@ impl Silence {
             probing.probe_refused = true;
             let pause = probing.next_pause;
             probing.next_pause = pause.mul_f64(PAUSE_GROWTH).min(LONGEST_PAUSE);
-            return pause;
+            return probing.aim(now, pause);
         }
         let probing = match self.window {
             // The very first throttle: the quiet spell before it was one window.
+            // Its probes go just after round offsets from its first request.
             None => Probing {
                 from: self.window_start,
                 measured: self.admitted,
@@ -587,6 +691,8 @@ impl Silence {
                 next_pause: FIRST_PAUSE,
                 refused_after: ticket.sent.saturating_sub(self.window_start),
                 probe_refused: false,
+                round: None,
+                rounds: true,
             },
             // The first request of a window was refused: the window before is still running;
             // what it admitted is its quota.
@@ -615,10 +721,12 @@ impl Silence {
             Some(window) => return self.quota_refused(now, ticket, window, still_out),
         };
         let pause = probing.next_pause;
-        self.probing = Some(Probing {
+        let mut probing = Probing {
             next_pause: pause.mul_f64(PAUSE_GROWTH),
             ..probing
-        });
+        };
+        let pause = probing.aim(now, pause);
+        self.probing = Some(probing);
         pause
     }
 
@@ -644,6 +752,7 @@ impl Silence {
             // in a window against a fixed window on the clock, whose edge our first requests
             // do not set).
             self.raise_too_short(into, self.admitted);
+            self.round_window = None;
             self.used = u64::MAX;
             self.midpoint_refused = true;
             let next = self.window_start.saturating_add(self.next_try(window));
@@ -687,6 +796,8 @@ impl Silence {
             next_pause: FIRST_PAUSE.max(window / REMEASURE_SHARE),
             refused_after: into,
             probe_refused: false,
+            round: None,
+            rounds: false,
         })
     }
 
@@ -751,6 +862,8 @@ impl Silence {
         still_out: u64,
     ) -> Duration {
         self.before_trials = None;
+        // The round window was the first quota's: a window refused inside holds fewer.
+        self.round_window = None;
         let measured = self.admitted;
         if ticket.window == Some(self.window_start) {
             let ceiling = self.ceiling.map_or(measured, |c| c.min(measured)).max(1);

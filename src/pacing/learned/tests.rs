@@ -326,6 +326,65 @@ fn estimated() -> KeyQuota {
 }
 
 #[test]
+fn a_silent_servers_first_window_is_probed_just_after_round_offsets() {
+    let mut q = KeyQuota::new(false);
+    for i in 0..5 {
+        let ticket = reserve(&mut q, MS * i);
+        see(&mut q, MS * i + MS, ticket, false, &silent());
+    }
+    // Refused at 11 ms: probes after 250 ms, then 375 ms (no round offset under a second).
+    let refused = reserve(&mut q, MS * 10);
+    assert_eq!(
+        see(&mut q, MS * 11, refused, true, &silent()),
+        Some(MS * 250)
+    );
+    let probe = reserve(&mut q, MS * 261);
+    assert_eq!(
+        see(&mut q, MS * 262, probe, true, &silent()),
+        Some(MS * 375)
+    );
+    let probe = reserve(&mut q, MS * 637);
+    // The next, due 562.5 ms after this refusal (at 1200.5 ms), goes back to just after the
+    // round 1 s from the first request: a 128th of it later, at 1007.8125 ms.
+    let pause = see(&mut q, MS * 638, probe, true, &silent()).expect("a pause");
+    let at = MS * 638 + pause;
+    assert_eq!(at, Duration::from_nanos(1_007_812_500));
+    let probe = reserve(&mut q, at);
+    see(&mut q, at + MS, probe, false, &silent());
+    // Admitted: the window is 1007.8 ms at most, and likely the round 1 s.
+    assert_eq!(q.estimate(at + MS), Some((5, at)));
+    admit_silently(&mut q, 4, at + MS, at + MS * 2);
+    // So the next window's first request tries a 64th under 1 s (984.375 ms in), not the
+    // midpoint of 637 and 1007.8 ms.
+    let under = at + Duration::from_nanos(984_375_000);
+    assert_eq!(q.try_reserve(at + MS * 2, 1), Admission::WaitUntil(under));
+    let first = reserve(&mut q, under);
+    // Refused: the window is between 984 and 1008 ms, within a thirty-second of it, and the
+    // search is over at one 429: every window from here on is 1007.8 ms.
+    let pause = see(&mut q, under + MS, first, true, &silent()).expect("a pause");
+    let second_window = under + MS + pause;
+    assert_eq!(second_window, at * 2);
+    let mut start = second_window;
+    for _ in 0..3 {
+        let first = reserve(&mut q, start);
+        see(&mut q, start + MS, first, false, &silent());
+        // The window's quota goes (as the curve has it), then the key waits for the next.
+        let mut now = start + MS;
+        let next = loop {
+            match q.try_reserve(now, 1) {
+                Admission::Reserved(ticket) => {
+                    see(&mut q, now + MS, ticket, false, &silent());
+                }
+                Admission::WaitUntil(until) if until < start + MS * 500 => now = until,
+                Admission::WaitUntil(until) => break until,
+            };
+        };
+        assert_eq!(next, start + at);
+        start += at;
+    }
+}
+
+#[test]
 fn a_bare_throttle_pauses_then_probes_and_the_probe_bounds_the_window() {
     let mut q = estimated();
     // Five were admitted in the window that ended between 261 ms and 637 ms after it began.
@@ -517,24 +576,38 @@ fn a_settled_interval_refused_at_its_end_grows_a_step_and_is_not_measured_again(
 }
 
 #[test]
-fn probe_pauses_grow_by_half_up_to_thirty_seconds() {
+fn probe_pauses_grow_by_half_back_to_round_offsets_and_up_to_thirty_seconds() {
     let mut q = KeyQuota::new(false);
     let ticket = reserve(&mut q, Duration::ZERO);
     let mut pause = see(&mut q, MS, ticket, true, &silent()).unwrap();
     let mut now = MS + pause;
-    let mut pauses = vec![pause];
+    let mut sent = vec![now];
     for _ in 0..20 {
         let probe = reserve(&mut q, now);
         pause = see(&mut q, now, probe, true, &silent()).unwrap();
-        pauses.push(pause);
         now += pause;
+        sent.push(now);
     }
-    let us = Duration::from_micros;
-    assert_eq!(
-        &pauses[..4],
-        &[MS * 250, MS * 375, us(562_500), us(843_750)]
-    );
-    assert_eq!(*pauses.last().unwrap(), secs(30));
+    let ns = Duration::from_nanos;
+    // 250 ms, then 375 ms after the refusals; the next pause (562.5 ms) would pass 1 s from
+    // the first request, so the probe goes a 128th after it; each later one likewise, while a
+    // round offset (1, 1.5, 2, 3, 5, 10, 15, 30 or 60 s) is in its reach.
+    assert_eq!(&sent[..2], &[MS * 251, MS * 626]);
+    for round in [
+        ns(1_007_812_500),
+        ns(1_511_718_750),
+        ns(2_015_625_000),
+        ns(3_023_437_500),
+        ns(5_039_062_500),
+        ns(10_078_125_000),
+        ns(15_117_187_500),
+        ns(30_234_375_000),
+    ] {
+        assert!(sent.contains(&round), "{round:?} in {sent:?}");
+    }
+    // Every pause 30 s at most, and 30 s at the end.
+    assert!(sent.windows(2).all(|w| w[1] - w[0] <= secs(30)));
+    assert_eq!(sent[20] - sent[19], secs(30));
 }
 
 #[test]

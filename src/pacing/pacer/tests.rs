@@ -362,6 +362,40 @@ async fn a_bare_429_pauses_the_key_and_one_probe_ends_the_pause() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_silent_servers_probe_at_a_round_offset_goes_at_its_aim_whatever_the_jitter() {
+    // The default gate jitter spreads a pause up to 10 % later: the first probes' pauses
+    // (250 and 375 ms) are spread; the third, due about 1.2 s in, goes back to just after the
+    // round 1 s (1007.8 ms, the paused clock's timers round it up to 1008 ms), unspread.
+    let pacer = Pacer::builder().seed(7).build();
+    let silent = RateLimitInfo::default();
+    let start = tokio::time::Instant::now();
+    for _ in 0..3 {
+        let permit = pacer.acquire("k", 1).await.unwrap();
+        permit.finish(StatusCode::OK, &silent).await;
+    }
+    let refused = pacer.acquire("k", 1).await.unwrap();
+    refused.finish(StatusCode::TOO_MANY_REQUESTS, &silent).await;
+    let mut waits = Vec::new();
+    for _ in 0..2 {
+        let probe = pacer.acquire("k", 1).await.unwrap();
+        waits.push(probe.waited());
+        probe.finish(StatusCode::TOO_MANY_REQUESTS, &silent).await;
+    }
+    assert!(waits[0] >= ms(250) && waits[0] <= ms(275), "{waits:?}");
+    assert!(waits[1] >= ms(375) && waits[1] <= ms(413), "{waits:?}");
+    let probe = pacer.acquire("k", 1).await.unwrap();
+    assert_eq!(start.elapsed(), ms(1008));
+    // A pause the server asks is spread as ever (`Retry-After: 1`, up to 10 % later).
+    let asked = RateLimitInfo {
+        retry_after: Some(Duration::from_secs(1)),
+        ..RateLimitInfo::default()
+    };
+    probe.finish(StatusCode::TOO_MANY_REQUESTS, &asked).await;
+    let waited = pacer.acquire("k", 1).await.unwrap().waited();
+    assert!(waited > ms(1000) && waited <= ms(1100), "{waited:?}");
+}
+
+#[tokio::test(start_paused = true)]
 async fn fail_fast_reports_the_gate_wait() {
     let pacer = Pacer::builder()
         .mode(PacingMode::FailFast)
