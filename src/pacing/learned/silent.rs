@@ -213,9 +213,6 @@ struct Probing {
     /// The round offset from `from` the next probe goes just after (see
     /// [`ROUND_OFFSETS_MS`]), if it does.
     round: Option<Duration>,
-    /// Whether the probes go just after round offsets when they reach one: the first window's
-    /// do, not those that measure a window again (its edge is near the estimate).
-    rounds: bool,
 }
 
 /// The first window's next probe, due at `due`: just after the first round offset from
@@ -247,11 +244,11 @@ fn round_margin(offset: Duration) -> Duration {
 
 impl Probing {
     /// The pause before the next probe, due `pause` after `now`: to just after the first
-    /// round offset it would pass, if the probes go there (see [`round_probe`]).
-    fn aim(&mut self, now: Duration, pause: Duration) -> Duration {
+    /// round offset it would pass, if `rounds` (the first window's probes do; those that
+    /// measure a window again do not, its edge is near the estimate; see [`round_probe`]).
+    fn aim(&mut self, now: Duration, pause: Duration, rounds: bool) -> Duration {
         let due = now.saturating_add(pause);
-        let round = self
-            .rounds
+        let round = rounds
             .then(|| round_probe(self.from, now, self.refused_after, due))
             .flatten();
         self.round = round.map(|(offset, _)| offset);
@@ -673,17 +670,18 @@ impl Silence {
         self.unproven = true;
         self.rested = false;
         self.refused_in_window = true;
+        // No window measured yet: the first window's probes, which go back to round offsets.
+        let first = self.window.is_none();
         if let Some(probing) = &mut self.probing {
             // A probe failed: the window has not ended yet; wait longer before the next.
             probing.refused_after = ticket.sent.saturating_sub(probing.from);
             probing.probe_refused = true;
             let pause = probing.next_pause;
             probing.next_pause = pause.mul_f64(PAUSE_GROWTH).min(LONGEST_PAUSE);
-            return probing.aim(now, pause);
+            return probing.aim(now, pause, first);
         }
         let probing = match self.window {
             // The very first throttle: the quiet spell before it was one window.
-            // Its probes go just after round offsets from its first request.
             None => Probing {
                 from: self.window_start,
                 measured: self.admitted,
@@ -692,7 +690,6 @@ impl Silence {
                 refused_after: ticket.sent.saturating_sub(self.window_start),
                 probe_refused: false,
                 round: None,
-                rounds: true,
             },
             // The first request of a window was refused: the window before is still running;
             // what it admitted is its quota.
@@ -725,7 +722,7 @@ impl Silence {
             next_pause: pause.mul_f64(PAUSE_GROWTH),
             ..probing
         };
-        let pause = probing.aim(now, pause);
+        let pause = probing.aim(now, pause, first);
         self.probing = Some(probing);
         pause
     }
@@ -797,7 +794,6 @@ impl Silence {
             refused_after: into,
             probe_refused: false,
             round: None,
-            rounds: false,
         })
     }
 
