@@ -78,6 +78,8 @@ enum Shape {
     Bucket(u32, u32),
     /// A leaky bucket: per second, burst.
     Leaky(u32, u32),
+    /// A leaky bucket with no burst, per minute (a rate that is no whole number a second).
+    LeakyPerMinute(u32),
 }
 
 /// What the mock's answers state.
@@ -143,6 +145,10 @@ fn build(shape: &Shape, says: Says) -> RateLimitedApi {
             LeakyBucket::new(Rate::per_second(nz(r)).with_burst(nz(b)))
                 .with_clock(TokioClock::new()),
         ),
+        Shape::LeakyPerMinute(r) => api_of(
+            LeakyBucket::new(Rate::new(nz(r), Duration::from_secs(60)).expect("valid"))
+                .with_clock(TokioClock::new()),
+        ),
     };
     match says {
         Says::Ietf => api,
@@ -164,6 +170,7 @@ fn minimum(shape: &Shape, n: u64) -> Duration {
         Shape::Bucket(r, b) | Shape::Leaky(r, b) => {
             Duration::from_secs_f64((n - u64::from(b)) as f64 / f64::from(r))
         }
+        Shape::LeakyPerMinute(r) => Duration::from_secs_f64((n - 1) as f64 * 60.0 / f64::from(r)),
     }
 }
 
@@ -644,16 +651,30 @@ async fn shapes_and_parameters_named_nowhere_else() {
         // traced: 1.09-1.14 × with 4-7 × 429 in 100 requests, over the issue's 1.05): the
         // window of one request is searched to a thirty-second from a lower bound of nothing,
         // and each midpoint refused costs the server's second. Seeds 1-8: 1.13-1.15 × with 7-8
-        // × 429 (`scripts/grid_seeds.sh --only "ra1 leaky"`). Held here so it gets no worse.
+        // × 429 (`scripts/grid_seeds.sh --only "ra1 leaky"`). Since the round intervals are
+        // tried first where the server asks a pause (500 ms a 128th over, then under), seeds
+        // 1-12: 1.04 × with 2 × 429 (the second request, then the trial under 500 ms).
         case(
             "ra1 leaky 2/s",
             Shape::Leaky(2, 1),
             Says::RetryAfter(1),
             100,
             10,
-            12,
-            2,
-            1.3,
+            4,
+            1,
+            1.08,
+        ),
+        // nginx's `limit_req` at 10 r/s with no burst, silent (real nginx: 1.014-1.034 × with
+        // 2-5 × 429 in 600 requests). Seeds 1-12: 1.02-1.04 × with 5-7 × 429, none late.
+        case(
+            "silent leaky 10/s",
+            Shape::Leaky(10, 1),
+            Says::Silent,
+            600,
+            10,
+            10,
+            1,
+            1.08,
         ),
         case(
             "ra1 bucket 5/s b5",
@@ -795,6 +816,19 @@ async fn shapes_and_parameters_named_nowhere_else() {
 ///   1.07-1.14 ×; since 2969a04: 10-11 (0-1 late), 1.07-1.14 ×
 ///   (`benches/results/grid-2026-12-06-2969a04-vs-d2c4229.txt`); since baa3e43: 10-12 (0-1
 ///   late), 1.07-1.14 ×.
+/// - nginx's `limit_req` at 150 r/m (400 ms, a rate that is no round interval) with no burst
+///   behind `Retry-After: 1`: 1.10-1.11 × with 5 × 429 over seeds 1-12 (1.06-1.14 × with 6-7
+///   before the round intervals were tried; real nginx, one job a side: 1.120 × and 1.102 ×,
+///   5 × 429). The round intervals 250 and 333 ms are tried and refused on the way, then the
+///   midpoints 377 and 397 ms: each refusal costs the server's second, and a search that
+///   weighs that cost against the time a trial saves is not written yet.
+/// - nginx's `limit_req` at 6 r/s with a burst of 15 behind `Retry-After: 3` (a token bucket of
+///   16 at once): 1.07-1.13 × with 7 × 429 (2 late) over seeds 1-4 (real nginx: 1.060-1.086 ×
+///   with 6, `acceptance-2026-12-06-*-unnamed.txt`). The server's pause (3 s) is longer than the bucket takes to fill (2.7 s): the
+///   span from one refusal to the next bounds the rate from above only if the bucket never
+///   filled between them, and those bounds, made low by the fill, cross the lower ones
+///   (`lo` 5.57, `hi` 5.55 a second at phase 0, seed 1): the server is taken for no bucket,
+///   and its windows keep being searched, a 3 s pause at each refusal.
 #[tokio::test(start_paused = true)]
 #[ignore = "known failures (issue 17): see the doc comment for what each measures"]
 async fn known_failures() {
@@ -836,6 +870,26 @@ async fn known_failures() {
             300,
             10,
             3,
+            0,
+            1.05,
+        ),
+        case(
+            "ra1 leaky 150/m",
+            Shape::LeakyPerMinute(150),
+            Says::RetryAfter(1),
+            125,
+            10,
+            10,
+            0,
+            1.05,
+        ),
+        case(
+            "ra3 bucket 6/s b16",
+            Shape::Bucket(6, 16),
+            Says::RetryAfter(3),
+            300,
+            10,
+            10,
             0,
             1.05,
         ),

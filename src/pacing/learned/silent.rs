@@ -9,7 +9,11 @@
 //!
 //! A pause the server asks (a `Retry-After` alone) that is longer than the model's own lets a
 //! bucket rest and bank a credit, on which shorter windows pass: the midpoints admitted while
-//! it rests are undone together by the next refusal inside a window, wherever it falls.
+//! it rests are undone together by the next refusal inside a window, wherever it falls. Where
+//! the server asks a pause, each refusal costs it: a rate with no burst (a window of one
+//! request) is tried first at the round interval nearest the midpoint (one to ten requests a
+//! second, or one every 1.5, 2, 3 s ...), a 128th over it, then a 128th under (see
+//! [`Silence::round_trial`]).
 //!
 //! A window that sustains at most half what the first admitted is a bucket's, whose first
 //! window was its burst: the key is handed over to the `silent_rate` model (see
@@ -235,6 +239,32 @@ fn round_probe(
         .saturating_add(offset)
         .saturating_add(round_margin(offset));
     (at <= due).then(|| (offset, at.saturating_sub(now)))
+}
+
+/// The intervals of a rate with no burst people configure (see [`Silence::round_trial`]):
+/// one to ten requests a second, and one request every round offset of a second and more
+/// ([`ROUND_OFFSETS_MS`]: 1.5, 2, 3 s ...). Faster ones lie closer together than the
+/// search's last steps.
+fn round_intervals() -> impl Iterator<Item = Duration> {
+    let per_second = (1..=10u64).map(|per_second| Duration::from_micros(1_000_000 / per_second));
+    let longer = ROUND_OFFSETS_MS
+        .iter()
+        .filter(|&&ms| ms > 1_000)
+        .map(|&ms| Duration::from_millis(ms));
+    per_second.chain(longer)
+}
+
+/// How far over and under a round interval its trials go: a 128th, so that the two are a
+/// sixty-fourth apart and the search stops there (see [`Silence::next_try`]).
+const ROUND_RATE_SHARE: u32 = 128;
+
+/// The round interval (see [`round_intervals`]) a trial `into` went just over, or a little
+/// later (its request waited its turn): a 128th to a 64th over.
+fn round_tried(into: Duration) -> Option<Duration> {
+    round_intervals().find(|&round| {
+        let margin = round / ROUND_RATE_SHARE;
+        into >= round + margin && into <= round + margin * 2
+    })
 }
 
 /// How long after a round offset its probe goes: a 128th of it, and 5 ms at least.
@@ -466,7 +496,9 @@ impl Silence {
     /// kept 2.124 s over a lower bound of 1.994 s: 1.079-1.090 × in two jobs of five). Not
     /// where the server asks a pause with its refusals: each midpoint refused costs that pause.
     /// Before any midpoint, a first window whose probe was admitted just after a round offset
-    /// tries a 64th under it (see [`ROUND_OFFSETS_MS`]).
+    /// tries a 64th under it (see [`ROUND_OFFSETS_MS`]); a rate with no burst tries the round
+    /// interval nearest the midpoint, just over then just under it (see
+    /// [`Silence::round_trial`]).
     pub(super) fn next_try(&self, window: Duration) -> Duration {
         if self.midpoint_refused {
             return window;
@@ -479,16 +511,49 @@ impl Silence {
         if self.bounds_within(window, share) {
             return window;
         }
-        // The first window's probe was admitted just after a round offset: the first trial
-        // goes a 64th under it. Refused, the bounds are within a thirty-second at one 429;
-        // admitted, the window is not that round one, and the search goes on below.
+        // The first window's probe was admitted just after a round offset (or a trial just
+        // over a round interval): the next trial goes a 64th (a 128th) under it. Refused, the
+        // bounds are within a thirty-second (a sixty-fourth) at one 429; admitted, the window
+        // is not that round one, and the search goes on below.
         if let Some(round) = self.round_window {
-            let under = round.saturating_sub(round / 64);
+            let share = if self.rate_without_burst() {
+                ROUND_RATE_SHARE
+            } else {
+                64
+            };
+            let under = round.saturating_sub(round / share);
             if self.too_short < under && under < window {
                 return under;
             }
         }
-        self.too_short + window.saturating_sub(self.too_short) / 2
+        let midpoint = self.too_short + window.saturating_sub(self.too_short) / 2;
+        self.round_trial(window).unwrap_or(midpoint)
+    }
+
+    /// For a rate with no burst, the round interval (see [`round_intervals`]) in the middle
+    /// half of the bounds nearest their midpoint, as a trial a 128th over it: admitted there,
+    /// the next trial goes a 128th under it (see [`Silence::round_window`]), so a round
+    /// interval is known to a sixty-fourth at one 429, where the midpoints halve their way to
+    /// it with a 429 at each one that falls under (the grid's nginx at 2 r/s behind
+    /// `Retry-After: 1`: the midpoints 261, 391, 454, 486 and 494 ms refused, a second's pause
+    /// each). None for a window of more than one request.
+    fn round_trial(&self, window: Duration) -> Option<Duration> {
+        if !self.server_pauses || !self.rate_without_burst() {
+            return None;
+        }
+        let gap = window.saturating_sub(self.too_short);
+        let (low, high) = (self.too_short + gap / 4, window.saturating_sub(gap / 4));
+        let midpoint = self.too_short + gap / 2;
+        round_intervals()
+            .filter(|&round| {
+                let margin = round / ROUND_RATE_SHARE;
+                round >= low
+                    && round <= high
+                    && round.saturating_sub(margin) > self.too_short
+                    && round + margin < window
+            })
+            .min_by_key(|&round| round.abs_diff(midpoint))
+            .map(|round| round + round / ROUND_RATE_SHARE)
     }
 
     /// How far into a window its successor goes (`next_try` as the search has it) while the
@@ -625,8 +690,11 @@ impl Silence {
         {
             let into = self.window_start.saturating_sub(self.previous_start);
             if into < window {
-                // The trial under a round window was let in: that round window is not it.
-                self.round_window = None;
+                // The trial under a round window was let in: that round window is not it. A
+                // trial just over a round length was: its edge may be that one, tried next.
+                self.round_window = round_tried(into).filter(|_| {
+                    self.round_window.is_none() && self.server_pauses && self.rate_without_burst()
+                });
                 self.before_trial = Some(window);
                 if self.rested {
                     self.before_trials.get_or_insert(window);

@@ -487,6 +487,46 @@ fn a_window_of_one_request_is_searched_to_a_thirty_second_and_others_to_a_sixtee
 }
 
 #[test]
+fn a_rate_with_no_burst_behind_a_retry_after_tries_the_round_interval_nearest_the_midpoint() {
+    let mut silence = silent::Silence::first(Duration::ZERO, 1);
+    silence.ceiling = Some(1);
+    silence.first_measured = 1;
+    // A server that asks no pause: a refusal costs the model's own short one, and the
+    // midpoints go on as they do.
+    assert_eq!(silence.next_try(MS * 950), MS * 475);
+    // Each refusal costs the pause the server asks.
+    silence.server_pauses = true;
+    // Between 0 and 950 ms (the pause a `Retry-After: 1` asked): 500 ms, a 128th over it.
+    assert_eq!(
+        silence.next_try(MS * 950),
+        Duration::from_nanos(503_906_250)
+    );
+    // Between 0 and 250 ms: 125 ms (8 a second), the round one nearest the midpoint.
+    assert_eq!(
+        silence.next_try(MS * 250),
+        Duration::from_nanos(125_976_562)
+    );
+    // Between 0 and 4.5 s: one request every 2 s.
+    assert_eq!(
+        silence.next_try(MS * 4500),
+        Duration::from_micros(2_015_625)
+    );
+    // Between 61 and 123 ms: 100 ms, 10 a second.
+    silence.too_short = MS * 61;
+    assert_eq!(
+        silence.next_try(MS * 123),
+        Duration::from_nanos(100_781_250)
+    );
+    // None in the middle half of 0 to 90 ms: the midpoint.
+    silence.too_short = Duration::ZERO;
+    assert_eq!(silence.next_try(MS * 90), MS * 45);
+    // A window of more than one request is searched by midpoints.
+    silence.ceiling = Some(5);
+    silence.first_measured = 5;
+    assert_eq!(silence.next_try(MS * 950), MS * 475);
+}
+
+#[test]
 fn a_window_searched_to_a_sixteenth_is_searched_on_to_a_thirty_second_after_ten_windows() {
     let started = |server_pauses: bool| {
         let mut silence = silent::Silence::first(Duration::ZERO, 5);
@@ -1426,6 +1466,16 @@ fn drive_silently(
     server: &mut dyn FnMut(Duration) -> bool,
     until: Duration,
 ) -> Vec<(Duration, bool)> {
+    drive(q, server, until, &silent())
+}
+
+/// [`drive_silently`], each refusal saying `refusal` (a `Retry-After`, say).
+fn drive(
+    q: &mut KeyQuota,
+    server: &mut dyn FnMut(Duration) -> bool,
+    until: Duration,
+    refusal: &RateLimitInfo,
+) -> Vec<(Duration, bool)> {
     let mut now = Duration::ZERO;
     let mut sent = Vec::new();
     while now < until {
@@ -1435,7 +1485,8 @@ fn drive_silently(
                 let admitted = server(now);
                 sent.push((now, admitted));
                 now += 2 * MS;
-                see(q, now, ticket, !admitted, &silent());
+                let said = if admitted { silent() } else { refusal.clone() };
+                see(q, now, ticket, !admitted, &said);
             }
         }
     }
@@ -1493,6 +1544,40 @@ fn a_limiter_that_counts_refused_requests_refutes_the_rate_and_the_windows_resum
         admitted_late >= 285,
         "{admitted_late} admitted in the second half"
     );
+}
+
+#[test]
+fn a_rate_with_no_burst_behind_a_retry_after_is_tried_just_over_a_round_interval_then_under() {
+    // A bucket of one request refilled at `per_second`, answering its 429s with
+    // `Retry-After: 1`, driven for a minute: its refusals, those of the second half, and its
+    // admissions there.
+    let job = |per_second: f64| {
+        let mut q = KeyQuota::new(true);
+        let mut bucket = TestBucket::new(per_second, 1.0);
+        let sent = drive(
+            &mut q,
+            &mut |now| bucket.take(now),
+            secs(60),
+            &asked_to_wait(secs(1)),
+        );
+        tally(&sent)
+    };
+    // nginx's `limit_req` at 2 r/s with no burst: each refusal costs a second. The midpoints
+    // from the window the pause measured (a second) fell under 500 ms one after another; a
+    // trial a 128th over 500 ms, then a 128th under, knows the interval to a sixty-fourth at
+    // one refusal. Measured: 2 refusals (the second request, then the trial under 500 ms),
+    // none late, 60 admitted late (6 refusals before).
+    let (refused, late, admitted_late) = job(2.0);
+    assert!(refused <= 2, "{refused} refusals in 60 s");
+    assert_eq!(late, 0, "refusals in the second half");
+    // 30 s at 2 a second is 60; at 504 ms, 59.
+    assert!(admitted_late >= 59, "{admitted_late} admitted late");
+    // A rate that is no round interval (150 a minute: 400 ms) is searched by midpoints, the
+    // round ones refuted on the way. Measured: 5 refusals, none late, 74 admitted late.
+    let (refused, late, admitted_late) = job(2.5);
+    assert!(refused <= 5, "{refused} refusals in 60 s");
+    assert_eq!(late, 0, "refusals in the second half");
+    assert!(admitted_late >= 72, "{admitted_late} admitted late");
 }
 
 #[test]
