@@ -121,8 +121,8 @@
 //!   with no refusal, the next tried a fifth shorter, then bisected against the one refused
 //!   until 6% apart; a proven interval refused later is the edge, and the pace settles 5%
 //!   slower. It starts at the first window over its burst, tried shorter at once when the
-//!   window that handed it over admitted half that burst or more (then it is slower than
-//!   the edge).
+//!   window that handed it over admitted a quarter of that burst or more (then it is slower
+//!   than the edge).
 //!
 //! So windows (fixed, from a client's first request, moving) settle on their quota and
 //! length, and rates (GCRA, leaky and token buckets) on a pace: with a burst, the rate the

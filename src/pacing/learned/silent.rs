@@ -1010,8 +1010,8 @@ impl Silence {
     /// bursts the paused-clock sweeps saw refused at 55-90% of its first). A fixed window or
     /// a sliding log refused inside a window is refused at its whole quota. The key is handed
     /// over to the `silent_pace` model for good, starting at the first window measured over
-    /// what it admitted: slower than the edge when this window admitted half the first burst
-    /// or more, and tried shorter at once; perhaps faster otherwise, and proven first (see the
+    /// what it admitted: slower than the edge when this window admitted a quarter of the first
+    /// burst or more, and tried shorter at once; perhaps faster otherwise, and proven first (see the
     /// `silent_pace` module), its first trial aimed at the first refused probe's bound when
     /// there was one. Returns the pause it asks.
     fn pace_evenly(&mut self, now: Duration) -> Option<Duration> {
@@ -1044,11 +1044,16 @@ impl Silence {
             .first_refused_probe
             .map(|refused| refused / u32::try_from(self.first_measured).unwrap_or(u32::MAX));
         let mut pace = SilentPace::new(interval, self.first_measured, now).aiming_at(aim);
-        // Half the first burst or more admitted again one first window after the last: the
-        // limiter had freed that much of it by then, so the first window was no shorter than
-        // the pace it gives (a counter that frees a burst gradually admits a tenth of one
-        // there: its first window can be shorter than that pace, which is then proven first).
-        if sustained.saturating_mul(2) >= self.first_measured {
+        // A quarter of the first burst or more admitted again one first window after the
+        // last: the limiter had freed that much of it by then, so the first window was no
+        // shorter than the pace it gives (a counter that frees a burst gradually admits a
+        // tenth of one there: its first window can be shorter than that pace, which is then
+        // proven first). Not half: HAProxy's counter also counts the first window's refused
+        // probes, and the window begun by a probe just after a round offset admitted 6-8 of
+        // 20 there, so the pace of a first window half again its edge was proven for 4.5 s
+        // before any trial (the grid's silent 20 per 2 s: 1.11-1.12 × the minimum, 1.08-1.09
+        // × tried at once).
+        if sustained.saturating_mul(4) >= self.first_measured {
             pace = pace.slower_than_the_edge();
         }
         let pause = pace.pause(now);
@@ -1250,5 +1255,32 @@ mod tests {
         silence.bucket_hi = 3.3;
         silence.too_short = MS * 1500;
         assert_eq!(goes_at(&mut silence, MS * 1600), Some(at_rate));
+    }
+
+    /// HAProxy's 20 per 2 s, silent, its windows from our first request: a first window of
+    /// 20 measured by a probe just after 3 s (3.024 s), the one before refused at 2.016 s,
+    /// handed to the even pace at 3.06 s by a window that admitted `sustained`.
+    fn handed_to_the_even_pace(sustained: u64) -> SilentPace {
+        let mut silence = Silence::first(Duration::ZERO, 20);
+        silence.bucket = Bucket::NoOneRate;
+        silence.first_measured = 20;
+        silence.first_window = Some(MS * 3024);
+        silence.first_refused_probe = Some(MS * 2016);
+        silence.pace_at(MS * 3060, sustained).expect("handed over");
+        *silence.pace.expect("an even pace")
+    }
+
+    #[test]
+    fn a_counter_that_admitted_a_quarter_of_its_first_burst_again_is_tried_shorter_at_once() {
+        // It admitted 6 of 20 one first window after the last (it counts the probes it
+        // refused): the first window's pace, 151.2 ms, is slower than the edge, and the first
+        // trial goes at once to the refused probe's bound, 100.8 ms.
+        let pace = handed_to_the_even_pace(6);
+        assert_eq!(pace.interval(), Duration::from_micros(100_800));
+        assert_eq!(pace.proven(), Duration::from_micros(151_200));
+        // Two of 20 (a counter that frees a burst gradually, on the clock): the first
+        // window's pace may be faster than the edge, and is proven first.
+        let pace = handed_to_the_even_pace(2);
+        assert_eq!(pace.interval(), Duration::from_micros(151_200));
     }
 }

@@ -30,10 +30,10 @@
 //! A counter that counts refused requests makes that window longer than its pace (the probes
 //! that found it full kept it full), one that frees a burst gradually can make it shorter (its
 //! first probe goes in as soon as a request's worth is free). The first is told by the window
-//! refused inside that hands the key over: it admitted half the first burst or more, so the
-//! limiter had freed that much one first window on, and the first interval is slower than the
-//! edge: its first trial begins at once ([`SilentPace::slower_than_the_edge`]), where the
-//! other must first be proven.
+//! refused inside that hands the key over: it admitted a quarter of the first burst or more,
+//! so the limiter had freed that much one first window on, and the first interval is slower
+//! than the edge: its first trial begins at once ([`SilentPace::slower_than_the_edge`]), where
+//! the other (a tenth of a burst there) must first be proven.
 //!
 //! The first trial (at once, or once the first interval is proven) can be aimed
 //! ([`SilentPace::aiming_at`]). A probe refused before the first one admitted went while the
