@@ -512,9 +512,9 @@ impl Silence {
             return window;
         }
         // The first window's probe was admitted just after a round offset (or a trial just
-        // over a round interval): the next trial goes a 64th (a 128th) under it. Refused, the
-        // bounds are within a thirty-second (a sixty-fourth) at one 429; admitted, the window
-        // is not that round one, and the search goes on below.
+        // over a round interval): the next trial goes a 64th under it (a 128th for a rate
+        // with no burst). Refused, the bounds are within a thirty-second (a sixty-fourth) at
+        // one 429; admitted, the window is not that round one, and the search goes on below.
         if let Some(round) = self.round_window {
             let share = if self.rate_without_burst() {
                 ROUND_RATE_SHARE
@@ -1011,9 +1011,9 @@ impl Silence {
     /// a sliding log refused inside a window is refused at its whole quota. The key is handed
     /// over to the `silent_pace` model for good, starting at the first window measured over
     /// what it admitted: slower than the edge when this window admitted a quarter of the first
-    /// burst or more, and tried shorter at once; perhaps faster otherwise, and proven first (see the
-    /// `silent_pace` module), its first trial aimed at the first refused probe's bound when
-    /// there was one. Returns the pause it asks.
+    /// burst or more, and tried shorter at once; perhaps faster otherwise, and proven first
+    /// (see the `silent_pace` module), its first trial aimed at the first refused probe's
+    /// bound when there was one. Returns the pause it asks.
     fn pace_evenly(&mut self, now: Duration) -> Option<Duration> {
         let sustained = self.ceiling.unwrap_or(u64::MAX).min(self.quota(now));
         self.pace_at(now, sustained)
