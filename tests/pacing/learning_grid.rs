@@ -665,7 +665,7 @@ async fn shapes_and_parameters_named_nowhere_else() {
             1.08,
         ),
         // nginx's `limit_req` at 10 r/s with no burst, silent (real nginx: 1.014-1.034 × with
-        // 2-5 × 429 in 600 requests). Seeds 1-12: 1.02-1.04 × with 5-7 × 429, none late.
+        // 2-5 × 429 in 600 requests). Seeds 1-12: 1.04 × with 5-7 × 429, none late.
         case(
             "silent leaky 10/s",
             Shape::Leaky(10, 1),
@@ -820,13 +820,13 @@ async fn shapes_and_parameters_named_nowhere_else() {
 ///   (`benches/results/grid-2026-12-06-2969a04-vs-d2c4229.txt`); since baa3e43: 10-12 (0-1
 ///   late), 1.07-1.14 ×.
 /// - nginx's `limit_req` at 150 r/m (400 ms, a rate that is no round interval) with no burst
-///   behind `Retry-After: 1`: 1.10-1.11 × with 5 × 429 over seeds 1-12 (1.06-1.14 × with 6-7
-///   before the round intervals were tried; real nginx, one job a side: 1.120 × and 1.102 ×,
-///   5 × 429). The round intervals 250 and 333 ms are tried and refused on the way, then the
+///   behind `Retry-After: 1`: 1.11 × with 5 × 429 over seeds 1-12 (1.11-1.14 × with 6-7 over
+///   seeds 1-4 before the round intervals were tried; real nginx, one job a side: 1.120 × and
+///   1.102 ×, 5 × 429). The round intervals 250 and 333 ms are tried and refused on the way, then the
 ///   midpoints 377 and 397 ms: each refusal costs the server's second, and a search that
 ///   weighs that cost against the time a trial saves is not written yet.
 /// - nginx's `limit_req` at 6 r/s with a burst of 15 behind `Retry-After: 3` (a token bucket of
-///   16 at once): 1.07-1.13 × with 7 × 429 (2 late) over seeds 1-4 (real nginx: 1.060-1.086 ×
+///   16 at once): 1.10-1.13 × with 7 × 429 (2 late) over seeds 1-4 (real nginx: 1.060-1.086 ×
 ///   with 6, `acceptance-2026-12-06-*-unnamed.txt`). The server's pause (3 s) is longer than the bucket takes to fill (2.7 s): the
 ///   span from one refusal to the next bounds the rate from above only if the bucket never
 ///   filled between them, and those bounds, made low by the fill, cross the lower ones
