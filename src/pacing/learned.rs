@@ -98,6 +98,9 @@
 //! - a probe admitted just after a round offset: the next window's first request tries a
 //!   64th under it. Refused, the search is over at one 429; admitted, that round window is
 //!   refuted, and the midpoints go on below it;
+//! - a window of one request whose server asks a pause with its refusals (a `Retry-After`
+//!   alone): the round interval nearest the midpoint is tried first, a 128th over it, then a
+//!   128th under (one to ten requests a second, or one every 1.5, 2, 3 s ...);
 //! - each window's first request goes alone, at the midpoint of the window known too short
 //!   and the one known enough, until they are a sixteenth apart (a thirty-second for a window
 //!   of one request whose first window admitted one: a rate with no burst, whose window is

@@ -256,13 +256,20 @@ fn round_intervals() -> impl Iterator<Item = Duration> {
 
 /// How far over and under a round interval its trials go: a 128th, so that the two are a
 /// sixty-fourth apart and the search stops there (see [`Silence::next_try`]).
-const ROUND_RATE_SHARE: u32 = 128;
+fn rate_margin(round: Duration) -> Duration {
+    round / 128
+}
+
+/// How far under a round window (of a quota above one) its trial goes: a 64th.
+fn window_margin(round: Duration) -> Duration {
+    round / 64
+}
 
 /// The round interval (see [`round_intervals`]) a trial `into` went just over, or a little
 /// later (its request waited its turn): a 128th to a 64th over.
 fn round_tried(into: Duration) -> Option<Duration> {
     round_intervals().find(|&round| {
-        let margin = round / ROUND_RATE_SHARE;
+        let margin = rate_margin(round);
         into >= round + margin && into <= round + margin * 2
     })
 }
@@ -516,12 +523,12 @@ impl Silence {
         // with no burst). Refused, the bounds are within a thirty-second (a sixty-fourth) at
         // one 429; admitted, the window is not that round one, and the search goes on below.
         if let Some(round) = self.round_window {
-            let share = if self.rate_without_burst() {
-                ROUND_RATE_SHARE
+            let margin = if self.rate_without_burst() {
+                rate_margin(round)
             } else {
-                64
+                window_margin(round)
             };
-            let under = round.saturating_sub(round / share);
+            let under = round.saturating_sub(margin);
             if self.too_short < under && under < window {
                 return under;
             }
@@ -546,14 +553,14 @@ impl Silence {
         let midpoint = self.too_short + gap / 2;
         round_intervals()
             .filter(|&round| {
-                let margin = round / ROUND_RATE_SHARE;
+                let margin = rate_margin(round);
                 round >= low
                     && round <= high
                     && round.saturating_sub(margin) > self.too_short
                     && round + margin < window
             })
             .min_by_key(|&round| round.abs_diff(midpoint))
-            .map(|round| round + round / ROUND_RATE_SHARE)
+            .map(|round| round + rate_margin(round))
     }
 
     /// How far into a window its successor goes (`next_try` as the search has it) while the
