@@ -823,8 +823,11 @@ async fn shapes_and_parameters_named_nowhere_else() {
 ///   behind `Retry-After: 1`: 1.11 × with 5 × 429 over seeds 1-12 (1.11-1.14 × with 6-7 over
 ///   seeds 1-4 before the round intervals were tried; real nginx, one job a side: 1.120 × and
 ///   1.102 ×, 5 × 429). The round intervals 250 and 333 ms are tried and refused on the way, then the
-///   midpoints 377 and 397 ms: each refusal costs the server's second, and a search that
-///   weighs that cost against the time a trial saves is not written yet.
+///   midpoints 377 and 397 ms: each refusal costs the server's second. With the round counts
+///   a minute tried where no interval by the second falls (400 ms is 150 a minute), seeds
+///   1-4: 1.08-1.09 × with 4 (real nginx, two jobs a side: 1.083 and 1.086 × with 4,
+///   against 1.091 and 1.119 × with 5). 250 and 333 ms still cost a second each: a search
+///   that weighs that cost against the time a trial saves is not written yet.
 /// - nginx's `limit_req` at 6 r/s with a burst of 15 behind `Retry-After: 3` (a token bucket of
 ///   16 at once): 1.10-1.13 × with 7 × 429 (2 late) over seeds 1-4 (real nginx: 1.060-1.086 ×
 ///   with 6, `acceptance-2026-12-06-*-unnamed.txt`). The server's pause (3 s) is longer than the bucket takes to fill (2.7 s): the

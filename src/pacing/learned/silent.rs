@@ -241,17 +241,36 @@ fn round_probe(
     (at <= due).then(|| (offset, at.saturating_sub(now)))
 }
 
-/// The intervals of a rate with no burst people configure (see [`Silence::round_trial`]):
-/// one to ten requests a second, and one request every round offset of a second and more
-/// ([`ROUND_OFFSETS_MS`]: 1.5, 2, 3 s ...). Faster ones lie closer together than the
-/// search's last steps.
-fn round_intervals() -> impl Iterator<Item = Duration> {
+/// Round counts a minute that no count a second gives (nginx's `limit_req` takes its rate
+/// per second or per minute; an API's terms are often a minute's): 25 to 500 a minute, every
+/// 2.4 s to 120 ms.
+const ROUND_PER_MINUTE: [u64; 13] = [25, 45, 50, 75, 80, 90, 100, 150, 200, 250, 400, 450, 500];
+
+/// The intervals of a rate with no burst people configure most (see
+/// [`Silence::round_trial`]): one to ten requests a second, and one request every round
+/// offset of a second and more ([`ROUND_OFFSETS_MS`]: 1.5, 2, 3 s ...). Faster ones lie
+/// closer together than the search's last steps.
+fn round_intervals_by_the_second() -> impl Iterator<Item = Duration> {
     let per_second = (1..=10u64).map(|per_second| Duration::from_micros(1_000_000 / per_second));
     let longer = ROUND_OFFSETS_MS
         .iter()
         .filter(|&&ms| ms > 1_000)
         .map(|&ms| Duration::from_millis(ms));
     per_second.chain(longer)
+}
+
+/// The round intervals by the minute ([`ROUND_PER_MINUTE`]), tried where none by the second
+/// falls ([`Silence::round_trial`]).
+fn round_intervals_by_the_minute() -> impl Iterator<Item = Duration> {
+    ROUND_PER_MINUTE
+        .iter()
+        .map(|&per_minute| Duration::from_micros(60_000_000 / per_minute))
+}
+
+/// Every round interval. No two lie within 4 % of each other, so a trial just over one is
+/// over no other (see [`round_tried`]).
+fn round_intervals() -> impl Iterator<Item = Duration> {
+    round_intervals_by_the_second().chain(round_intervals_by_the_minute())
 }
 
 /// How far over and under a round interval its trials go: a 128th, so that the two are a
@@ -543,7 +562,10 @@ impl Silence {
     /// interval is known to a sixty-fourth at one 429, where the midpoints halve their way to
     /// it with a 429 at each one that falls under (the grid's nginx at 2 r/s behind
     /// `Retry-After: 1`: the midpoints 261, 391, 454, 486 and 494 ms refused, a second's pause
-    /// each). None for a window of more than one request.
+    /// each). The intervals by the second first, the likelier: only where none of them falls
+    /// in the middle half, one by the minute (a denser set: all of them together, nginx at
+    /// 2 r/s had 300 ms, 200 a minute, tried on its way and refused, 4 × 429 for 2). None for a
+    /// window of more than one request.
     fn round_trial(&self, window: Duration) -> Option<Duration> {
         if !self.server_pauses || !self.rate_without_burst() {
             return None;
@@ -551,15 +573,19 @@ impl Silence {
         let gap = window.saturating_sub(self.too_short);
         let (low, high) = (self.too_short + gap / 4, window.saturating_sub(gap / 4));
         let midpoint = self.too_short + gap / 2;
-        round_intervals()
-            .filter(|&round| {
-                let margin = rate_margin(round);
-                round >= low
-                    && round <= high
-                    && round.saturating_sub(margin) > self.too_short
-                    && round + margin < window
-            })
-            .min_by_key(|&round| round.abs_diff(midpoint))
+        let nearest = |rounds: &mut dyn Iterator<Item = Duration>| {
+            rounds
+                .filter(|&round| {
+                    let margin = rate_margin(round);
+                    round >= low
+                        && round <= high
+                        && round.saturating_sub(margin) > self.too_short
+                        && round + margin < window
+                })
+                .min_by_key(|&round| round.abs_diff(midpoint))
+        };
+        nearest(&mut round_intervals_by_the_second())
+            .or_else(|| nearest(&mut round_intervals_by_the_minute()))
             .map(|round| round + rate_margin(round))
     }
 
