@@ -61,6 +61,10 @@ const LONGEST_PAUSE: Duration = Duration::from_secs(30);
 const ROUND_OFFSETS_MS: [u64; 9] = [
     1_000, 1_500, 2_000, 3_000, 5_000, 10_000, 15_000, 30_000, 60_000,
 ];
+/// A round offset up to this share of the pause past a probe's due time is waited for: a
+/// probe at 9.3 s, then one just after 10 s, was two 429s for a window of 10 s, where the
+/// pause grown by half from 5 s fell short of it.
+const ROUND_REACH: u32 = 4;
 /// A round probe goes at least this long after the refusal before it.
 const ROUND_GAP: Duration = Duration::from_millis(100);
 /// After this many windows, the window's search goes on to a thirty-second (see
@@ -220,7 +224,8 @@ struct Probing {
 }
 
 /// The first window's next probe, due at `due`: just after the first round offset from
-/// `from` (see [`ROUND_OFFSETS_MS`]) it would pass, at least [`ROUND_GAP`] after `now` and
+/// `from` (see [`ROUND_OFFSETS_MS`]) it would pass or nearly reach (a quarter of the pause
+/// past `due`, [`ROUND_REACH`]), at least [`ROUND_GAP`] after `now` and
 /// past `refused_after` (the offset of the request just refused), with the offset and the
 /// pause until then. Its margin ([`round_margin`]) covers a network's jitter between the two
 /// sends. `None` when no round offset is in reach: the probe goes when due.
@@ -238,7 +243,8 @@ fn round_probe(
     let at = from
         .saturating_add(offset)
         .saturating_add(round_margin(offset));
-    (at <= due).then(|| (offset, at.saturating_sub(now)))
+    let reach = due.saturating_add(due.saturating_sub(now) / ROUND_REACH);
+    (at <= reach).then(|| (offset, at.saturating_sub(now)))
 }
 
 /// Round counts a minute that no count a second gives (nginx's `limit_req` takes its rate

@@ -385,6 +385,49 @@ fn a_silent_servers_first_window_is_probed_just_after_round_offsets() {
 }
 
 #[test]
+fn a_probe_due_a_little_before_a_round_offset_waits_for_it() {
+    // A silent fixed window of 5 per 10 s from the first request. The first window's probes
+    // go at 250 and 375 ms pauses growing by half, back to the round offsets 1, 1.5, 2, 3 and
+    // 5 s; the pause after 5 s (4.27 s) falls due at 9.3 s, short of 10 s by less than a
+    // quarter of itself, and the probe waits for 10 s: no probe between 5 and 10 s.
+    let mut q = KeyQuota::new(false);
+    let mut counted = (0u128, 0u64);
+    let sent = drive_silently(
+        &mut q,
+        &mut |now| {
+            let which = now.as_millis() / 10_000;
+            if which != counted.0 {
+                counted = (which, 0);
+            }
+            counted.1 += 1;
+            counted.1 <= 5
+        },
+        secs(11),
+    );
+    let refused: Vec<Duration> = sent
+        .iter()
+        .filter(|(_, ok)| !ok)
+        .map(|(at, _)| *at)
+        .collect();
+    let first_admitted_again = sent
+        .iter()
+        .find(|(at, ok)| *ok && *at >= secs(1))
+        .map(|(at, _)| *at);
+    assert!(
+        refused
+            .iter()
+            .all(|at| *at <= MS * 5_100 || *at >= secs(10)),
+        "a probe between 5 and 10 s: {refused:?}"
+    );
+    // The burst's refusal, then the probes at 0.26, 0.64, 1, 1.5, 2, 3 and 5 s.
+    assert_eq!(refused.len(), 8, "{refused:?}");
+    assert!(
+        first_admitted_again.is_some_and(|at| at >= secs(10) && at < MS * 10_100),
+        "admitted again at {first_admitted_again:?}"
+    );
+}
+
+#[test]
 fn a_bare_throttle_pauses_then_probes_and_the_probe_bounds_the_window() {
     let mut q = estimated();
     // Five were admitted in the window that ended between 261 ms and 637 ms after it began.
