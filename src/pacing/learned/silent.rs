@@ -569,9 +569,9 @@ impl Silence {
     /// it with a 429 at each one that falls under (the grid's nginx at 2 r/s behind
     /// `Retry-After: 1`: the midpoints 261, 391, 454, 486 and 494 ms refused, a second's pause
     /// each). The intervals by the second first, the likelier: only where none of them falls
-    /// in the middle half, one by the minute (a denser set: all of them together, nginx at
-    /// 2 r/s had 300 ms, 200 a minute, tried on its way and refused, 4 × 429 for 2). None for a
-    /// window of more than one request.
+    /// in the middle half, one by the minute (with all of them in one set, the grid's nginx at
+    /// 2 r/s tried 300 ms, 200 a minute, on its way at two phases of 32, and drew 4 × 429
+    /// for 2). None for a window of more than one request.
     fn round_trial(&self, window: Duration) -> Option<Duration> {
         if !self.server_pauses || !self.rate_without_burst() {
             return None;
@@ -1180,6 +1180,25 @@ mod tests {
         silence.bucket_hi = 3.05;
         silence.used = 6;
         silence
+    }
+
+    #[test]
+    fn no_two_round_intervals_lie_within_four_percent() {
+        // So a trial a 128th to a 64th over one is over no other (`round_tried`).
+        let mut rounds: Vec<Duration> = round_intervals().collect();
+        rounds.sort_unstable();
+        for pair in rounds.windows(2) {
+            assert!(
+                pair[1].as_secs_f64() > pair[0].as_secs_f64() * 1.04,
+                "{:?} and {:?}",
+                pair[0],
+                pair[1]
+            );
+        }
+        // 150 a minute is among them, 12 a second (83 ms) is not.
+        assert!(rounds.contains(&Duration::from_millis(400)));
+        assert_eq!(round_tried(Duration::from_micros(406_250)), Some(MS * 400));
+        assert_eq!(round_tried(Duration::from_micros(84_000)), None);
     }
 
     fn goes_at(silence: &mut Silence, now: Duration) -> Option<Duration> {

@@ -559,7 +559,6 @@ fn a_rate_with_no_burst_behind_a_retry_after_tries_the_round_interval_nearest_th
     // ms (150 a minute).
     silence.too_short = MS * 333;
     assert_eq!(silence.next_try(MS * 500), Duration::from_micros(403_125));
-    silence.too_short = Duration::ZERO;
     // Between 61 and 123 ms: 100 ms, 10 a second.
     silence.too_short = MS * 61;
     assert_eq!(
