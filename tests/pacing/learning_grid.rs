@@ -828,7 +828,7 @@ async fn shapes_and_parameters_named_nowhere_else() {
 ///   1-4: 1.08-1.09 × with 4 (real nginx, two jobs a side: 1.083 and 1.086 × with 4,
 ///   against 1.091 and 1.119 × with 5). 250 and 333 ms still cost a second each. A search that
 ///   weighs that cost against the time a trial admitted loses was written and dropped
-///   (BENCHMARKS, "round counts a minute": it tried 333 ms first for 2 r/s).
+///   (`acceptance-2026-12-06-5b725ab-round-per-minute.txt`: it tried 333 ms first for 2 r/s).
 /// - nginx's `limit_req` at 6 r/s with a burst of 15 behind `Retry-After: 3` (a token bucket of
 ///   16 at once): 1.10-1.13 × with 7 × 429 (2 late) over seeds 1-4 (real nginx: 1.060-1.086 ×
 ///   with 6, `acceptance-2026-12-06-*-unnamed.txt`). The server's pause (3 s) is longer than the bucket takes to fill (2.7 s): the

@@ -12,8 +12,8 @@
 //! it rests are undone together by the next refusal inside a window, wherever it falls. Where
 //! the server asks a pause, each refusal costs it: a rate with no burst (a window of one
 //! request) is tried first at the round interval nearest the midpoint (one to ten requests a
-//! second, or one every 1.5, 2, 3 s ...), a 128th over it, then a 128th under (see
-//! [`Silence::round_trial`]).
+//! second, or one every 1.5, 2, 3 s ...; where none falls, a round count a minute), a 128th
+//! over it, then a 128th under (see [`Silence::round_trial`]).
 //!
 //! A window that sustains at most half what the first admitted is a bucket's, whose first
 //! window was its burst: the key is handed over to the `silent_rate` model (see
@@ -579,20 +579,19 @@ impl Silence {
         let gap = window.saturating_sub(self.too_short);
         let (low, high) = (self.too_short + gap / 4, window.saturating_sub(gap / 4));
         let midpoint = self.too_short + gap / 2;
-        let nearest = |rounds: &mut dyn Iterator<Item = Duration>| {
-            rounds
-                .filter(|&round| {
-                    let margin = rate_margin(round);
-                    round >= low
-                        && round <= high
-                        && round.saturating_sub(margin) > self.too_short
-                        && round + margin < window
-                })
-                .min_by_key(|&round| round.abs_diff(midpoint))
-        };
-        nearest(&mut round_intervals_by_the_second())
-            .or_else(|| nearest(&mut round_intervals_by_the_minute()))
-            .map(|round| round + rate_margin(round))
+        let by_the_second = round_intervals_by_the_second().map(|round| (0, round));
+        let by_the_minute = round_intervals_by_the_minute().map(|round| (1, round));
+        by_the_second
+            .chain(by_the_minute)
+            .filter(|&(_, round)| {
+                let margin = rate_margin(round);
+                round >= low
+                    && round <= high
+                    && round.saturating_sub(margin) > self.too_short
+                    && round + margin < window
+            })
+            .min_by_key(|&(tier, round)| (tier, round.abs_diff(midpoint)))
+            .map(|(_, round)| round + rate_margin(round))
     }
 
     /// How far into a window its successor goes (`next_try` as the search has it) while the
