@@ -5,7 +5,8 @@
 //! would pass a round offset from its first request goes just after it (see
 //! [`ROUND_OFFSETS_MS`]), and a probe admitted there makes the first try a 64th under that
 //! round window, not the midpoint: the windows people configure are round, and one 429 then
-//! ends the search.
+//! ends the search. So does a window between the round offsets: the search tries the round
+//! one people configure there first (2.5, 4, 6, 12, 20 s ..., see [`ROUND_WINDOWS_MS`]).
 //!
 //! A pause the server asks (a `Retry-After` alone) that is longer than the model's own lets a
 //! bucket rest and bank a credit, on which shorter windows pass: the midpoints admitted while
@@ -175,8 +176,9 @@ pub(super) struct Silence {
     /// How many windows the model has begun (each window's first request sent alone).
     windows_begun: u64,
     /// The round offset just after which the first window's probe was admitted (see
-    /// [`ROUND_OFFSETS_MS`]): the window is likely that long, so the search's first trial
-    /// goes just under it (see [`Silence::next_try`]).
+    /// [`ROUND_OFFSETS_MS`]), or the round window or interval a trial just over was admitted
+    /// at (see [`Silence::window_round`], [`Silence::round_trial`]): the window is likely that
+    /// long, so the search's next trial goes just under it (see [`Silence::next_try`]).
     round_window: Option<Duration>,
 }
 
@@ -278,6 +280,19 @@ fn round_intervals_by_the_minute() -> impl Iterator<Item = Duration> {
 fn round_intervals() -> impl Iterator<Item = Duration> {
     round_intervals_by_the_second().chain(round_intervals_by_the_minute())
 }
+
+/// The windows of a quota above one that people configure between and beyond the first
+/// window's round offsets ([`ROUND_OFFSETS_MS`], which its probes find), in milliseconds (see
+/// [`Silence::window_round`]). None under 2 s: a trial just under a window on the clock is
+/// admitted at some phases, and the grid's silent fixed window of 10 per 1 s behind
+/// `Retry-After: 1`, tried at 1 s and then just under, went on down to windows of 0.6-0.7 s
+/// refused every third. Nor the round offsets themselves: tried at 2 s, the grid's HAProxy
+/// counter of 10 per 1 s behind `Retry-After: 1` (whose bursts sent two of its windows
+/// apart pass whole) was slower at its worst phases (both measured in
+/// `benches/results/acceptance-2026-12-06-round-windows.txt`).
+const ROUND_WINDOWS_MS: [u64; 11] = [
+    2_500, 4_000, 6_000, 12_000, 20_000, 45_000, 90_000, 120_000, 180_000, 300_000, 600_000,
+];
 
 /// How far over and under a round interval its trials go: a 128th, so that the two are a
 /// sixty-fourth apart and the search stops there (see [`Silence::next_try`]).
@@ -559,7 +574,34 @@ impl Silence {
             }
         }
         let midpoint = self.too_short + window.saturating_sub(self.too_short) / 2;
-        self.round_trial(window).unwrap_or(midpoint)
+        self.round_trial(window)
+            .or_else(|| {
+                self.window_round(window)
+                    .map(|round| round + rate_margin(round))
+            })
+            .unwrap_or(midpoint)
+    }
+
+    /// For a window of more than one request, the round window people configure (see
+    /// [`ROUND_WINDOWS_MS`]) in the middle half of the bounds nearest their midpoint: the
+    /// search tries a 128th over it, and, admitted there, a 64th under it next (see
+    /// [`Silence::round_window`]), so a round window is known to a thirty-second at one 429.
+    /// The midpoints halve their way to it with windows kept long meanwhile and a 429 at each
+    /// that falls under (real express-rate-limit, bare, 25 per 2.5 s: found just after 3 s, a
+    /// 64th under it admitted, then the midpoint 2.48 s refused, and windows up to a fifth
+    /// slow on to 2.5 s). None where no round window falls there: the midpoint.
+    fn window_round(&self, window: Duration) -> Option<Duration> {
+        if self.rate_without_burst() || self.ceiling.is_some_and(|ceiling| ceiling <= 1) {
+            return None;
+        }
+        let gap = window.saturating_sub(self.too_short);
+        let (low, high) = (self.too_short + gap / 4, window.saturating_sub(gap / 4));
+        let midpoint = self.too_short + gap / 2;
+        ROUND_WINDOWS_MS
+            .iter()
+            .map(|&ms| Duration::from_millis(ms))
+            .filter(|&round| round >= low && round <= high && round + rate_margin(round) < window)
+            .min_by_key(|&round| round.abs_diff(midpoint))
     }
 
     /// For a rate with no burst, the round interval (see [`round_intervals`]) in the middle
@@ -730,9 +772,15 @@ impl Silence {
             if into < window {
                 // The trial under a round window was let in: that round window is not it. A
                 // trial just over a round length was: its edge may be that one, tried next.
-                self.round_window = round_tried(into).filter(|_| {
-                    self.round_window.is_none() && self.server_pauses && self.rate_without_burst()
-                });
+                let tried = if self.rate_without_burst() {
+                    round_tried(into).filter(|_| self.server_pauses)
+                } else {
+                    self.window_round(window).filter(|&round| {
+                        let margin = rate_margin(round);
+                        into >= round + margin && into <= round + margin * 2
+                    })
+                };
+                self.round_window = tried.filter(|_| self.round_window.is_none());
                 self.before_trial = Some(window);
                 if self.rested {
                     self.before_trials.get_or_insert(window);
@@ -964,21 +1012,43 @@ impl Silence {
         still_out: u64,
     ) -> Duration {
         self.before_trials = None;
-        // The round window was the first quota's: a window refused inside holds fewer.
-        self.round_window = None;
         let measured = self.admitted;
-        if ticket.window == Some(self.window_start) {
+        let this_window = ticket.window == Some(self.window_start);
+        // As many of this window as went before the refused one may have been admitted: their
+        // answers may still be out (`measured` counts those answered).
+        let went_before = if this_window {
+            self.sends
+                .iter()
+                .filter(|&&at| at <= ticket.sent)
+                .count()
+                .saturating_sub(1) as u64
+        } else {
+            0
+        };
+        let found_for = self.too_short_for;
+        // The round window was found for a larger quota (the first window's, say): a window
+        // refused inside before as many went holds fewer. Refused after them, the quota's
+        // curve probed above the quota, and the round window stands: cleared, the search went
+        // on by midpoints, and a fixed window of 5 per 2.5 s drew three 429s where the trial
+        // under the round window draws one.
+        if went_before < found_for {
+            self.round_window = None;
+        }
+        if this_window {
             let ceiling = self.ceiling.map_or(measured, |c| c.min(measured)).max(1);
             self.ceiling = Some(ceiling);
-            let found_for = self.too_short_for;
-            if ceiling < found_for {
+            if ceiling < found_for && went_before < found_for {
                 // Fewer per window than the lower bound on the window was found for. A bucket
                 // frees fewer requests in a shorter time, so a shorter window may do for fewer:
                 // the midpoints may look there again. (The window known to be enough still is.)
                 // Not a bound found for this quota already, though the estimate had climbed
                 // above it since: real nginx at 2 r/s behind `Retry-After: 1` had its bound
                 // of 472 ms, found for one request, halved when two were refused, and paid a
-                // 429 and a second's pause for it.
+                // 429 and a second's pause for it. Nor when the refused request went after as
+                // many as it was found for, answered or not: a fixed window of 25 per 2.5 s
+                // refused the 26th of a window with one answer still out, counted 24, and the
+                // bound found at a trial refused fell from 2.46 to 2.36 s, where the search
+                // went on late in the job and drew a 429.
                 let scale = ceiling as f64 / found_for as f64;
                 self.too_short = self.too_short.mul_f64(scale);
                 self.too_short_for = ceiling;

@@ -1831,3 +1831,44 @@ fn a_long_window_refused_at_its_estimated_end_is_probed_again_a_sixteenth_of_it_
         "refusals from 15 s on, apart by {apart:?}"
     );
 }
+
+#[test]
+fn a_silent_window_between_round_offsets_is_tried_at_the_round_window_there() {
+    // A silent fixed window of 5 per 2.5 s from the first request after the last one ended,
+    // counting refused requests too (express-rate-limit's). 2.5 s is no round offset: the
+    // first window's probe is admitted just after 3 s, and a 64th under 3 s is admitted too.
+    // The round window between the bounds, 2.5 s, is tried a 128th over, then a 64th under
+    // (refused), where the midpoints went from 2.48 s (refused) up through windows up to a
+    // tenth slow.
+    let mut q = KeyQuota::new(false);
+    let mut window = (Duration::ZERO, 0u64);
+    let sent = drive_silently(
+        &mut q,
+        &mut |now| {
+            if window.1 == 0 || now >= window.0 + MS * 2_500 {
+                window = (now, 0);
+            }
+            window.1 += 1;
+            window.1 <= 5
+        },
+        secs(40),
+    );
+    let refused = sent.iter().filter(|(_, ok)| !ok).count();
+    // Each window's first request: the first admitted after a gap of more than a second.
+    let starts: Vec<Duration> = sent
+        .windows(2)
+        .filter(|w| w[1].1 && w[1].0 - w[0].0 > secs(1))
+        .map(|w| w[1].0)
+        .collect();
+    let windows: Vec<Duration> = starts.windows(2).map(|s| s[1] - s[0]).collect();
+    // The burst's refusal, the probes at 0.26, 0.64, 1, 1.5 and 2 s, the 6th of the window
+    // tried a 128th over 2.5 s (the quota's curve probing above 5), and the trial under it.
+    assert!(refused <= 8, "{refused} refusals: {sent:?}");
+    // From the window after the trial under 2.5 s on, each is a 128th over it: the parent's
+    // midpoints kept 2.60 s for six windows, then 2.54 s.
+    let late: Vec<Duration> = windows.iter().skip(3).copied().collect();
+    assert!(
+        !late.is_empty() && late.iter().all(|w| *w >= MS * 2_500 && *w <= MS * 2_525),
+        "windows {windows:?}"
+    );
+}
