@@ -914,6 +914,21 @@ async fn known_failures() {
             0,
             1.05,
         ),
+        // nginx's `limit_req` at 12 r/s with no burst behind `Retry-After: 2` (real nginx, the
+        // second survey's miss: 1.24-1.29 × with 4-5 × 429): the descent from the window the
+        // pause measured, and each refusal below it, cost 2 s. Seeds 1-4: 1.35-1.36 × with
+        // 6 × 429, none late (1.39-1.40 × with 7 while a rate behind a pause was searched to a
+        // thirty-second, within the jitter of its edge).
+        case(
+            "ra2 leaky 12/s",
+            Shape::Leaky(12, 1),
+            Says::RetryAfter(2),
+            600,
+            10,
+            10,
+            3,
+            1.05,
+        ),
         case(
             "haproxy counter 10/1s ra1",
             Shape::Counting(10, ms(1000)),

@@ -414,9 +414,16 @@ impl Silence {
         if let Some(pace) = self.pace.as_deref() {
             return pace.known();
         }
+        // A rate with no burst behind a server's pause is searched to a sixteenth only (see
+        // `next_try`): settled there.
+        let share = if self.rate_without_burst() && self.server_pauses {
+            SEARCH_SHARE
+        } else {
+            FINE_SHARE
+        };
         let bounded = self
             .window
-            .is_some_and(|window| self.bounds_within(window, FINE_SHARE));
+            .is_some_and(|window| self.bounds_within(window, share));
         bounded && !self.unproven
     }
 
@@ -534,8 +541,13 @@ impl Silence {
     /// one from the first (a rate with no burst: nginx's `limit_req` without one), is searched
     /// to a thirty-second: its window is the interval between requests, so the time a job
     /// takes is the window kept, and one more midpoint costs one 429 at most (real nginx at
-    /// 10 r/s: 1.053-1.062 × to 1.023 ×). Not one down to a request after a burst: a bucket
-    /// that counts refused requests drew 17 × 429 in a minute (12) at a thirty-second.
+    /// 10 r/s: 1.053-1.062 × to 1.023 ×). Not behind a server's pause: each midpoint refused
+    /// costs that pause, and at a fast rate a thirty-second is within the network's jitter
+    /// of the edge (the grid's nginx at 12 r/s behind `Retry-After: 2`, once 84 ms was
+    /// admitted, drew refusals at 74, 80 and 81 ms apart, 2 s each, and measured its window
+    /// again: 7 × 429, 1.39-1.40 ×; 6, 1.35-1.36 × at a sixteenth). Not one down to a
+    /// request after a burst: a bucket that counts refused requests drew 17 × 429 in a minute
+    /// (12) at a thirty-second.
     /// After [`FINE_AFTER_WINDOWS`] windows every window is searched to a thirty-second: the
     /// job has run long enough that the time a window kept a sixteenth long loses (up to 6 %
     /// of every window to come, over the 5 % a job may take) outweighs the one 429 the next
@@ -550,7 +562,7 @@ impl Silence {
         if self.midpoint_refused {
             return window;
         }
-        let fine = self.rate_without_burst()
+        let fine = (self.rate_without_burst() && !self.server_pauses)
             || (self.windows_begun >= FINE_AFTER_WINDOWS
                 && !self.server_pauses
                 && self.ceiling.is_none_or(|ceiling| ceiling > 1));

@@ -1872,3 +1872,35 @@ fn a_silent_window_between_round_offsets_is_tried_at_the_round_window_there() {
         "windows {windows:?}"
     );
 }
+
+#[test]
+fn a_fast_rate_with_no_burst_behind_a_long_pause_is_searched_to_a_sixteenth() {
+    // nginx's `limit_req` at 12 r/s with no burst (83.3 ms), answering its 429s with
+    // `Retry-After: 2`: each refusal costs 2 s, 24 requests' worth. Each request reaches it
+    // 0-3 ms after it went (the network's jitter, a timer's tick), so a trial within a few
+    // milliseconds of the edge is refused or not by chance. Searched to a sixteenth: 4
+    // refusals in each of 8 jitter draws, 342-343 admitted in the second half; to a
+    // thirty-second (the parent): 5 in each, 342-343.
+    for seed in 0..8u32 {
+        let mut q = KeyQuota::new(true);
+        let mut bucket = TestBucket::new(12.0, 1.0);
+        let mut draws = seed;
+        let sent = drive(
+            &mut q,
+            &mut |now| {
+                draws = draws.wrapping_mul(1_103_515_245).wrapping_add(12_345);
+                bucket.take(now + Duration::from_micros(u64::from(draws >> 16) % 3_000))
+            },
+            secs(60),
+            &asked_to_wait(secs(2)),
+        );
+        let (refused, late, admitted_late) = tally(&sent);
+        assert!(refused <= 4, "draw {seed}: {refused} refusals in 60 s");
+        assert_eq!(late, 0, "draw {seed}: refusals in the second half");
+        // 30 s at 12 a second is 360; at the sixteenth's edge (88.5 ms), 339.
+        assert!(
+            admitted_late >= 339,
+            "draw {seed}: {admitted_late} admitted late"
+        );
+    }
+}
