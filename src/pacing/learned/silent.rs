@@ -416,7 +416,7 @@ impl Silence {
         }
         // A rate with no burst behind a server's pause is searched to a sixteenth only (see
         // `next_try`): settled there.
-        let share = if self.rate_without_burst() && self.server_pauses {
+        let share = if self.rate_behind_pause() {
             SEARCH_SHARE
         } else {
             FINE_SHARE
@@ -562,7 +562,7 @@ impl Silence {
         if self.midpoint_refused {
             return window;
         }
-        let fine = (self.rate_without_burst() && !self.server_pauses)
+        let fine = (self.rate_without_burst() && !self.rate_behind_pause())
             || (self.windows_begun >= FINE_AFTER_WINDOWS
                 && !self.server_pauses
                 && self.ceiling.is_none_or(|ceiling| ceiling > 1));
@@ -627,7 +627,7 @@ impl Silence {
     /// 2 r/s tried 300 ms, 200 a minute, on its way at two phases of 32, and drew 4 × 429
     /// for 2). None for a window of more than one request.
     fn round_trial(&self, window: Duration) -> Option<Duration> {
-        if !self.server_pauses || !self.rate_without_burst() {
+        if !self.rate_behind_pause() {
             return None;
         }
         let gap = window.saturating_sub(self.too_short);
@@ -694,6 +694,12 @@ impl Silence {
     #[cfg(test)]
     pub(super) fn bucket_bounds(&self) -> (f64, f64) {
         (self.bucket_lo, self.bucket_hi)
+    }
+
+    /// A rate with no burst (see [`Silence::rate_without_burst`]) whose server asks a pause
+    /// with each refusal: each refusal costs that pause.
+    fn rate_behind_pause(&self) -> bool {
+        self.rate_without_burst() && self.server_pauses
     }
 
     /// A window of one request whose first window admitted one: a rate with no burst

@@ -1838,8 +1838,7 @@ fn a_silent_window_between_round_offsets_is_tried_at_the_round_window_there() {
     // counting refused requests too (express-rate-limit's). 2.5 s is no round offset: the
     // first window's probe is admitted just after 3 s, and a 64th under 3 s is admitted too.
     // The round window between the bounds, 2.5 s, is tried a 128th over, then a 64th under
-    // (refused), where the midpoints went from 2.48 s (refused) up through windows up to a
-    // tenth slow.
+    // (refused), where the parent's midpoints kept windows of 2.60 s, then 2.54 s.
     let mut q = KeyQuota::new(false);
     let mut window = (Duration::ZERO, 0u64);
     let sent = drive_silently(
