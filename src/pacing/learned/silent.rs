@@ -308,10 +308,14 @@ fn window_margin(round: Duration) -> Duration {
 /// The round interval (see [`round_intervals`]) a trial `into` went just over, or a little
 /// later (its request waited its turn): a 128th to a 64th over.
 fn round_tried(into: Duration) -> Option<Duration> {
-    round_intervals().find(|&round| {
-        let margin = rate_margin(round);
-        into >= round + margin && into <= round + margin * 2
-    })
+    round_intervals().find(|&round| just_over(round, into))
+}
+
+/// Whether a trial `into` went just over `round`: a 128th to a 64th over it (its request may
+/// have waited its turn past the 128th it was due at).
+fn just_over(round: Duration, into: Duration) -> bool {
+    let margin = rate_margin(round);
+    into >= round + margin && into <= round + margin * 2
 }
 
 /// How long after a round offset its probe goes: a 128th of it, and 5 ms at least.
@@ -585,7 +589,7 @@ impl Silence {
                 return under;
             }
         }
-        let midpoint = self.too_short + window.saturating_sub(self.too_short) / 2;
+        let (_, midpoint, _) = self.middle_half(window);
         self.round_trial(window)
             .or_else(|| {
                 self.window_round(window)
@@ -606,9 +610,7 @@ impl Silence {
         if self.rate_without_burst() || self.ceiling.is_some_and(|ceiling| ceiling <= 1) {
             return None;
         }
-        let gap = window.saturating_sub(self.too_short);
-        let (low, high) = (self.too_short + gap / 4, window.saturating_sub(gap / 4));
-        let midpoint = self.too_short + gap / 2;
+        let (low, midpoint, high) = self.middle_half(window);
         ROUND_WINDOWS_MS
             .iter()
             .map(|&ms| Duration::from_millis(ms))
@@ -630,9 +632,7 @@ impl Silence {
         if !self.rate_behind_pause() {
             return None;
         }
-        let gap = window.saturating_sub(self.too_short);
-        let (low, high) = (self.too_short + gap / 4, window.saturating_sub(gap / 4));
-        let midpoint = self.too_short + gap / 2;
+        let (low, midpoint, high) = self.middle_half(window);
         let by_the_second = round_intervals_by_the_second().map(|round| (0, round));
         let by_the_minute = round_intervals_by_the_minute().map(|round| (1, round));
         by_the_second
@@ -694,6 +694,17 @@ impl Silence {
     #[cfg(test)]
     pub(super) fn bucket_bounds(&self) -> (f64, f64) {
         (self.bucket_lo, self.bucket_hi)
+    }
+
+    /// The middle half of the window's bounds (from the window known too short to `window`):
+    /// its low end, midpoint and high end, where a round trial is tried.
+    fn middle_half(&self, window: Duration) -> (Duration, Duration, Duration) {
+        let gap = window.saturating_sub(self.too_short);
+        (
+            self.too_short + gap / 4,
+            self.too_short + gap / 2,
+            window.saturating_sub(gap / 4),
+        )
     }
 
     /// A rate with no burst (see [`Silence::rate_without_burst`]) whose server asks a pause
@@ -793,10 +804,8 @@ impl Silence {
                 let tried = if self.rate_without_burst() {
                     round_tried(into).filter(|_| self.server_pauses)
                 } else {
-                    self.window_round(window).filter(|&round| {
-                        let margin = rate_margin(round);
-                        into >= round + margin && into <= round + margin * 2
-                    })
+                    self.window_round(window)
+                        .filter(|&round| just_over(round, into))
                 };
                 self.round_window = tried.filter(|_| self.round_window.is_none());
                 self.before_trial = Some(window);
