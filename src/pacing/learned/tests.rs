@@ -1903,3 +1903,33 @@ fn a_fast_rate_with_no_burst_behind_a_long_pause_is_searched_to_a_sixteenth() {
         );
     }
 }
+
+#[test]
+fn an_early_probe_answered_after_the_stated_reset_rolled_copies_the_last_window() {
+    // A moving window opened by an early probe at 1.875 s; its copy states the probe's end
+    // by 4 s. The next early probe goes at 3.995 s, and the key rolls at the stated 4 s
+    // before its answer comes.
+    let mut q = KeyQuota::default();
+    open_after_ten_ms_apart(&mut q);
+    copy_stating(&mut q, |_| 0, |n| if n < 19 { secs(3) } else { secs(4) });
+    assert!(q.moving);
+    let Admission::WaitUntil(early) = q.try_reserve(MS * 2100, 1) else {
+        panic!("the key is closed until the stated reset");
+    };
+    assert!(early < MS * 3995);
+    let probe = reserve(&mut q, MS * 3995);
+    q.roll(secs(4));
+    // Admitted with none left: the probe took the slot its window's first request freed,
+    // and the rest of that window frees as its requests age out.
+    see(&mut q, MS * 4010, probe, false, &coarse(0, MS * 990));
+    // The last window is still the one the copy follows: its second request went 12 ms after
+    // its first, so this window's second goes within a few tens of milliseconds, not one
+    // moving lag (about a second) after the probe, which found the window half freed and
+    // split it in two.
+    let next = match q.try_reserve(MS * 4010, 1) {
+        Admission::Reserved(_) => MS * 4010,
+        Admission::WaitUntil(t) => t,
+    };
+    assert!(next <= MS * 4050, "the second request waits until {next:?}");
+    assert_eq!(q.previous_sends.len(), 20);
+}

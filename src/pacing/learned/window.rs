@@ -320,10 +320,38 @@ impl KeyQuota {
     /// Starts a window begun by `ticket`'s request, answered at `now`: its answer is the new
     /// window's first news. What the older answers said of the last window's end and budget
     /// is theirs.
+    ///
+    /// A roll at the stated reset may have come between the request and its answer (an early
+    /// probe goes just before the stated instant): the last window's sends are then the ones
+    /// that roll kept, less this request, and any sent since follow it in its window. Taken
+    /// from the empty window the roll began, the copy of the last window had nothing to copy:
+    /// the next probe went by the moving window's lag from this request alone, found the rest
+    /// of the last window aged out a second later, and a held sliding log of 20 per 2 s was
+    /// split into two half windows, 10 × 429 a window from then on (the grid's "held log
+    /// 20/2s x" at about 1 % of seeds).
     pub(super) fn begun_by(&mut self, now: Duration, ticket: &mut Ticket) {
-        self.sends.retain(|sent| sent.serial != ticket.serial);
+        let before_roll = self
+            .previous_sends
+            .iter()
+            .position(|sent| sent.serial == ticket.serial);
+        let (kept, since) = match before_roll {
+            Some(at) => {
+                self.previous_sends.remove(at);
+                (
+                    Some(std::mem::take(&mut self.previous_sends)),
+                    std::mem::take(&mut self.sends),
+                )
+            }
+            None => {
+                self.sends.retain(|sent| sent.serial != ticket.serial);
+                (None, Vec::new())
+            }
+        };
         self.clock.begun_elsewhere();
         self.begin_window();
+        if let Some(kept) = kept {
+            self.previous_sends = kept;
+        }
         self.sends.push(Sent {
             serial: ticket.serial,
             at: ticket.sent,
@@ -331,6 +359,7 @@ impl KeyQuota {
             answered: now,
             alone: true,
         });
+        self.sends.extend(since);
         self.reset_at = None;
         self.budget = None;
         ticket.epoch = self.epoch;
