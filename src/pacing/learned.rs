@@ -382,7 +382,7 @@ impl KeyQuota {
             self.last_seen = now;
             return Admission::WaitUntil(until);
         }
-        let admission = self.reserve_governing(now, demand.requests);
+        let admission = self.reserve_governing(now, demand);
         if matches!(admission, Admission::Reserved(_))
             && let Some(side) = self.side.as_deref_mut()
         {
@@ -391,8 +391,9 @@ impl KeyQuota {
         admission
     }
 
-    /// Reserves `cost` against the governing quota's budget, or says until when to wait.
-    fn reserve_governing(&mut self, now: Duration, cost: u64) -> Admission {
+    /// Reserves `demand` against the governing quota's budget, or says until when to wait.
+    fn reserve_governing(&mut self, now: Duration, demand: Demand) -> Admission {
+        let cost = demand.requests;
         self.last_seen = now;
         if self.gate_until > now {
             if !self.take_early(now) {
@@ -429,10 +430,14 @@ impl KeyQuota {
             }
         } else if let Some(budget) = self.budget {
             if budget == cost
+                && (demand.behind > 0 || self.in_flight() > 0)
                 && let Some(at) = self.span_hold(now)
             {
                 // The window's last unit waits until its answer can bound the window's
-                // length (see the `span` module).
+                // length (see the `span` module). That costs no time while other requests
+                // wait for the window's end anyway (queued, or on their way and about to
+                // queue); a request alone would wait for nothing but the lesson (the last of
+                // a job, a lone call of an SDK), and goes.
                 return Admission::WaitUntil(at);
             } else if budget >= cost {
                 self.budget = Some(budget - cost);

@@ -520,13 +520,14 @@ impl Pacer {
         late: Duration,
         asker: Asker,
     ) -> Result<Result<Reservation, Duration>, PacingError> {
-        let demand = Demand {
-            requests: u64::from(cost),
-            bytes,
-        };
         let observer = &self.inner.observer;
         let learns = self.inner.shared.as_ref().is_some_and(|s| s.learns());
         let admitted = self.inner.keys.with(key, |state| {
+            let demand = Demand {
+                requests: u64::from(cost),
+                bytes,
+                behind: state.queued().saturating_sub(1),
+            };
             let ticket = match state.quota.reserve(now, demand) {
                 Admission::Reserved(ticket) => ticket,
                 Admission::WaitUntil(until) => return Ok(Err(until.saturating_sub(now))),
@@ -636,6 +637,7 @@ impl Pacer {
             let demand = Demand {
                 requests: u64::from(cost),
                 bytes: reservation.bytes,
+                behind: 0,
             };
             state.quota.give_back(reservation.ticket, demand);
             if let Some(local) = &mut state.local {

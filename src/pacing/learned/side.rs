@@ -36,13 +36,19 @@ pub(crate) struct Demand {
     pub(crate) requests: u64,
     /// Content bytes the request declares (0 when it declares none).
     pub(crate) bytes: u64,
+    /// Requests waiting behind this one in the key's queue.
+    pub(crate) behind: u64,
 }
 
 impl Demand {
     /// One plain request of `requests` units and no declared body.
     #[cfg(test)]
     pub(crate) fn requests(requests: u64) -> Demand {
-        Demand { requests, bytes: 0 }
+        Demand {
+            requests,
+            bytes: 0,
+            behind: 0,
+        }
     }
 }
 
@@ -350,7 +356,11 @@ mod tests {
             ),
             0,
         );
-        let upload = |bytes| Demand { requests: 1, bytes };
+        let upload = |bytes| Demand {
+            requests: 1,
+            bytes,
+            behind: 0,
+        };
         assert_eq!(side.wait_until(secs(1), upload(600), 0), None);
         side.take(secs(1), upload(600));
         // 100 bytes left: a 200-byte body waits for the window; a GET (no body) does not.

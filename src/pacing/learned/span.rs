@@ -14,7 +14,9 @@
 //! is stated less than a grain before the end. So while the bounds are far apart, the
 //! window's last unit of budget waits until a grain before the bounds' midpoint, and its
 //! answer halves them: no 429 (the unit is the window's own, and it goes before the window's
-//! least possible end) and no time (the window's other requests wait for its end anyway).
+//! least possible end) and no time (the window's other requests wait for its end anyway). A
+//! last unit with nothing queued behind it and nothing on its way (a job's last request, a
+//! lone call) would wait for the lesson alone: it is not held.
 //! Once the bounds are within a 256th of the window (or two round trips, on a far
 //! network) the last unit goes with the others.
 //!

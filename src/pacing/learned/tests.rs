@@ -1933,3 +1933,62 @@ fn an_early_probe_answered_after_the_stated_reset_rolled_copies_the_last_window(
     assert!(next <= MS * 4050, "the second request waits until {next:?}");
     assert_eq!(q.previous_sends.len(), 20);
 }
+
+/// A quota of 4 per 2 s stated in whole seconds (`w=2`), whose windows begin with their first
+/// request: a first window at 0, then one our roll begins at 2.001 s, three of its four spent,
+/// all answered. Its answers bound the window's length between 1 and 2 s (the `span` module).
+fn three_of_a_rounded_window_spent() -> (KeyQuota, Duration) {
+    let stated = |left: u64| RateLimitInfo {
+        grain: Some(secs(1)),
+        ..info(4, left, secs(2), Some(secs(2)))
+    };
+    let mut q = KeyQuota::default();
+    for k in 0..4u32 {
+        let ticket = reserve(&mut q, MS * k);
+        see(
+            &mut q,
+            MS * (k + 1),
+            ticket,
+            false,
+            &stated(u64::from(3 - k)),
+        );
+    }
+    let Admission::WaitUntil(start) = q.try_reserve(MS * 10, 1) else {
+        panic!("the first window is spent");
+    };
+    for k in 0..3u32 {
+        let ticket = reserve(&mut q, start + MS * k);
+        see(
+            &mut q,
+            start + MS * (k + 1),
+            ticket,
+            false,
+            &stated(u64::from(3 - k)),
+        );
+    }
+    (q, start + MS * 5)
+}
+
+#[test]
+fn a_windows_last_unit_is_held_to_bound_its_length_only_while_others_wait_for_its_end() {
+    let demand = |behind| Demand {
+        requests: 1,
+        bytes: 0,
+        behind,
+    };
+    // Others queued behind it: the last unit waits until a grain before the bounds' midpoint
+    // (about 1.5 s after the window's first request), so that its answer halves them; the
+    // others would wait for the window's end anyway.
+    let (mut q, now) = three_of_a_rounded_window_spent();
+    match q.reserve(now, demand(3)) {
+        Admission::WaitUntil(at) => assert!(at > now + MS * 400, "held until {at:?}"),
+        Admission::Reserved(_) => panic!("the last unit went with others waiting behind it"),
+    }
+    // Others on their way (about to queue again): held as well.
+    let (mut q, now) = three_of_a_rounded_window_spent();
+    q.out.push_back((99, now));
+    assert!(matches!(q.reserve(now, demand(0)), Admission::WaitUntil(_)));
+    // Alone (a job's last request, an SDK's lone call): it goes.
+    let (mut q, now) = three_of_a_rounded_window_spent();
+    assert!(matches!(q.reserve(now, demand(0)), Admission::Reserved(_)));
+}
