@@ -7,6 +7,7 @@
 //! the client draws; each caller sweeps the start's phase within the second, since servers'
 //! windows align with whole seconds of the wall clock.
 
+use std::sync::LazyLock;
 use std::time::Duration;
 
 use reqwest_polite::PoliteClientBuilder;
@@ -84,6 +85,12 @@ pub async fn start_at_phase(phase: Duration) {
     assert!(off <= Duration::from_millis(2), "{reached:?} for {phase:?}");
 }
 
+/// The `reqwest::Client` under every simulated client: the responder answers every request, so
+/// it never connects. Made once per test process because making one loads the platform's root
+/// certificates (rustls), which in a debug build took a large share of a sweep's time (each run
+/// of a sweep builds its own client).
+static UNUSED_TRANSPORT: LazyLock<reqwest::Client> = LazyLock::new(reqwest::Client::new);
+
 /// `requests` GETs from `tasks` tasks through the client `stack` builds, over `responder`
 /// (added as its innermost middleware). Every request must succeed: a lost one fails the test.
 pub async fn simulated_sync_job(
@@ -92,7 +99,10 @@ pub async fn simulated_sync_job(
     tasks: u64,
     requests: u64,
 ) -> SimulatedRun {
-    let client = stack.with_inner(responder.clone()).build();
+    let client = stack
+        .client(UNUSED_TRANSPORT.clone())
+        .with_inner(responder.clone())
+        .build();
     let started = Instant::now();
     let send = move || client.get("http://api.test/items").send();
     let slowest = run_job(tasks, requests, send).await;
