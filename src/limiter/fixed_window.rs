@@ -43,6 +43,8 @@ struct FixedWindowRules {
     from_first_request: bool,
     /// Refused requests are counted too.
     count_refused: bool,
+    /// A refused request begins the key's window again (its count kept).
+    restarted_by_refusals: bool,
 }
 
 /// The count of one key in the window it was last used in, and when that window began.
@@ -62,6 +64,7 @@ impl FixedWindow {
                 window_nanos,
                 from_first_request: false,
                 count_refused: false,
+                restarted_by_refusals: false,
             }),
         })
     }
@@ -99,6 +102,40 @@ impl FixedWindow {
     /// difference to when the window ends, but the count a client sees keeps growing.
     pub fn counting_refused(self) -> Self {
         self.with_rules(|rules| rules.count_refused = true)
+    }
+
+    /// A refused request begins the key's window again, its count kept, as
+    /// `@fastify/rate-limit`'s `continueExceeding` and limiters made against brute force do: a
+    /// client that presses on while refused stays refused, and only a whole window without a
+    /// request from it ends the block. Implies
+    /// [`anchored_at_first_request`](Self::anchored_at_first_request).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use reqwest_polite::limiter::{FixedWindow, RateLimiter};
+    /// use reqwest_polite::time::ManualClock;
+    ///
+    /// let clock = ManualClock::new();
+    /// let limiter = FixedWindow::new(1, Duration::from_secs(1))?
+    ///     .restarted_by_refusals()
+    ///     .with_clock(clock.clone());
+    ///
+    /// assert!(limiter.check("alice", 1).allowed); // her window: 0 s to 1 s
+    /// clock.advance(Duration::from_millis(600));
+    /// assert!(!limiter.check("alice", 1).allowed); // refused: her window is 0.6 s to 1.6 s
+    /// clock.advance(Duration::from_millis(600));
+    /// let pressed_on = limiter.check("alice", 1); // 1.2 s: still refused, to 2.2 s now
+    /// assert!(!pressed_on.allowed);
+    /// assert_eq!(pressed_on.retry_after, Some(Duration::from_secs(1)));
+    /// clock.advance(Duration::from_secs(1));
+    /// assert!(limiter.check("alice", 1).allowed); // 2.2 s: a whole window without her
+    /// # Ok::<(), reqwest_polite::limiter::LimiterConfigError>(())
+    /// ```
+    pub fn restarted_by_refusals(self) -> Self {
+        self.with_rules(|rules| {
+            rules.from_first_request = true;
+            rules.restarted_by_refusals = true;
+        })
     }
 
     fn with_rules(self, change: impl FnOnce(&mut FixedWindowRules)) -> Self {
@@ -139,8 +176,6 @@ impl Algorithm for FixedWindowRules {
                 *state = WindowCount { start, count: 0 };
             }
         }
-        let until_window_end =
-            nanos_to_duration(window_end(state.start).saturating_sub(u128::from(now)));
         let fits = state
             .count
             .checked_add(cost)
@@ -148,6 +183,11 @@ impl Algorithm for FixedWindowRules {
         if fits || self.count_refused {
             state.count = state.count.saturating_add(cost);
         }
+        if !fits && self.restarted_by_refusals && state.count > 0 {
+            state.start = now;
+        }
+        let until_window_end =
+            nanos_to_duration(window_end(state.start).saturating_sub(u128::from(now)));
         let retry_after = (!fits && cost <= self.limit).then_some(until_window_end);
         Decision {
             allowed: fits,
