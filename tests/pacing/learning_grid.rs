@@ -62,6 +62,9 @@ enum Shape {
     /// A fixed window from a key's first request, counting refused requests too
     /// (express-rate-limit's memory store).
     FirstRequest(u64, Duration),
+    /// A fixed window from a key's first request that each refused request begins again, its
+    /// count kept (`@fastify/rate-limit`'s `continueExceeding`).
+    Restarted(u64, Duration),
     /// A sliding log.
     Log(u64, Duration),
     /// A sliding log stating when its oldest slot frees (as Flask-Limiter's moving window
@@ -113,6 +116,12 @@ fn build(shape: &Shape, says: Says) -> RateLimitedApi {
                 .expect("valid")
                 .anchored_at_first_request()
                 .counting_refused()
+                .with_clock(TokioClock::new()),
+        ),
+        Shape::Restarted(l, w) => api_of(
+            FixedWindow::new(l, w)
+                .expect("valid")
+                .restarted_by_refusals()
                 .with_clock(TokioClock::new()),
         ),
         Shape::Log(l, w) => api_of(
@@ -170,6 +179,7 @@ fn minimum(shape: &Shape, n: u64) -> Duration {
     match *shape {
         Shape::Fixed(l, w)
         | Shape::FirstRequest(l, w)
+        | Shape::Restarted(l, w)
         | Shape::Log(l, w)
         | Shape::HeldLog(l, w, _)
         | Shape::Counter(l, w)
@@ -877,6 +887,17 @@ async fn shapes_and_parameters_named_nowhere_else_silent() {
 ///   filled between them, and those bounds, made low by the fill, cross the lower ones
 ///   (`lo` 5.57, `hi` 5.55 a second at phase 0, seed 1): the server is taken for no bucket,
 ///   and its windows keep being searched, a 3 s pause at each refusal.
+/// - A silent fixed window of 6 per 1 s from the key's first request that each refused
+///   request begins again (`@fastify/rate-limit` with `continueExceeding`): 2.14-2.15 × with
+///   7 × 429, none late (seed 1; real `@fastify/rate-limit`, one job: 2.146 × with 7,
+///   `acceptance-2026-12-07-fastify.txt`). The probes after the first refusal (at 0.26, 0.65,
+///   1.0, 1.5 and 2.0 s) are each refused because the one before restarted the window; the
+///   one at 3.0 s, a second after the last, is admitted. The window is then bounded below by
+///   the refusal at 2.0 s and searched down to 2.08 s, never under it. The same probes fit a
+///   window of 0.51-1.01 s begun again at each refusal, and the gap that let the admitted probe
+///   through (1.01 s) is twice the longest gap refused (0.51 s), where a window that refusals
+///   do not restart lets one through a gap no longer than those refused (express-rate-limit's
+///   probes). Not yet used: a trial of the shorter window, once, where that is so.
 #[tokio::test(start_paused = true)]
 #[ignore = "known failures (issue 17): see the doc comment for what each measures"]
 async fn known_failures() {
@@ -981,6 +1002,16 @@ async fn known_failures() {
             Shape::Counter(15, ms(2000)),
             Says::Silent,
             400,
+            10,
+            10,
+            0,
+            1.05,
+        ),
+        case(
+            "silent restarted 6/1s",
+            Shape::Restarted(6, ms(1000)),
+            Says::Silent,
+            300,
             10,
             10,
             0,
