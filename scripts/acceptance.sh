@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Acceptance against rate limiters other people wrote: installs them from the package registries
-# (nginx's limit_req and HAProxy's stick tables from Debian, express-rate-limit from npm,
-# Flask-Limiter with `limits` and `token-bucket` from PyPI), starts each on a free 127.0.0.1 port, runs a long job through
+# (nginx's limit_req and HAProxy's stick tables from Debian, express-rate-limit and
+# @fastify/rate-limit from npm, Flask-Limiter with `limits` and `token-bucket` from PyPI), starts each on a free 127.0.0.1 port, runs a long job through
 # polite_fetch with three clients (the crate's default, which must learn the quota; stock
 # reqwest-retry; the crate's governor set by hand to the exact quota), and prints one markdown
 # table on stdout. Progress goes to stderr.
@@ -54,6 +54,10 @@ CACHE=${XDG_CACHE_HOME:-$HOME/.cache}/reqwest-polite-acceptance
 #   the key's first request or on the clock's multiples of W; see report.py's minimum_s).
 # runner's arguments, by runner (checked against the model, see spec_problem):
 #   express      LIMIT WINDOW_MS draft-6|draft-7|draft-8|legacy|none
+#   fastify      LIMIT WINDOW_MS x|draft|none plain|continue: @fastify/rate-limit's LocalStore
+#                (a fixed window from the client's first request); x: X-RateLimit-* with the
+#                reset in seconds from now; draft: RateLimit-Limit/-Remaining/-Reset; none: a
+#                bare 429; continue: each refused request begins the window again
 #   flask        LIMIT WINDOW_S moving-window|sliding-window-counter|fixed-window headers|none
 #   nginx        RATE (Nr/s or Nr/m) BURST (0: none) RETRY_AFTER (seconds, or none)
 #   tokenbucket  RATE CAPACITY (the model's B is CAPACITY - 1)
@@ -91,6 +95,9 @@ PANEL=(
     "token-bucket-7rs-cap3|tokenbucket|token bucket, bare 429|7 r/s, 3 at once|0|rate 7 2|7 3|350"
     "haproxy-20per2s|haproxy|stick table http_req_rate, refused requests counted too, bare 429|20 per 2 s|0|counter 20 2 first|20 2 none|520"
     "haproxy-10per1s-ra1|haproxy|stick table http_req_rate, refused requests counted too, Retry-After: 1|10 per 1 s|0|counter 10 1 first|10 1 1|500"
+    "fastify-x-12per2s|fastify|fixed window from the client's first request, X-RateLimit-* (reset in seconds from now)|12 per 2 s|1|window 12 2|12 2000 x plain|360"
+    "fastify-draft-40per4s|fastify|fixed window from the client's first request, RateLimit-Limit/-Remaining/-Reset|40 per 4 s|1|window 40 4|40 4000 draft plain|520"
+    "fastify-bare-continue-6per1s|fastify|fixed window from the client's first request, bare 429, each refused request begins it again|6 per 1 s|0|window 6 1|6 1000 none continue|300"
 )
 
 requests=600
@@ -215,10 +222,18 @@ spec_problem() {
             { [ "$model" = counter ] && [ "$a" = "$x" ] && numbers_equal "$b" "$y" && [ "$c" = first ]; } \
                 || { echo "model '$model_args' is not HAProxy's $x per $y s (counter $x $y first)"; return; }
             ;;
-        *) echo "runner '$runner': express, flask, nginx, tokenbucket or haproxy"; return ;;
+        fastify)
+            { is_count "$x" && is_count "$y" && [[ $z =~ ^(x|draft|none)$ ]] \
+                && [[ $rest =~ ^(plain|continue)$ ]]; } \
+                || { echo "fastify's arguments '$runner_args': LIMIT WINDOW_MS x|draft|none plain|continue"; return; }
+            # For a client that never presses on, continueExceeding changes nothing.
+            { [ "$model" = window ] && [ "$a" = "$x" ] && numbers_equal "$b" "$y" 1000; } \
+                || { echo "model '$model_args' is not @fastify/rate-limit's $x per $y ms (window $x $(awk -v y="$y" 'BEGIN { print y / 1000 }'))"; return; }
+            ;;
+        *) echo "runner '$runner': express, fastify, flask, nginx, tokenbucket or haproxy"; return ;;
     esac
     local headers=none
-    case $runner in express) headers=$z ;; flask) headers=$rest ;; esac
+    case $runner in express | fastify) headers=$z ;; flask) headers=$rest ;; esac
     if [ "$headers" = none ] && [ "$states" = 1 ]; then
         echo "states its quota is 1, but $runner with these arguments sends no quota (a bare 429, or a static Retry-After)"
     elif [ "$headers" != none ] && [ "$states" = 0 ]; then
@@ -315,7 +330,7 @@ python_apps=""
 if [ -n "$python_apps" ] && ! python3 -c 'import ensurepip, venv' >/dev/null 2>&1; then
     apt_missing+=(python3-venv)
 fi
-if [[ $runners == *" express "* ]]; then
+if [[ $runners == *" express "* || $runners == *" fastify "* ]]; then
     command -v node >/dev/null 2>&1 || apt_missing+=(nodejs)
     command -v npm >/dev/null 2>&1 || apt_missing+=(npm)
 fi
@@ -347,10 +362,10 @@ fi
 
 fingerprint() { cat "$@" | sha256sum | cut -c1-16; }
 node_dir=""
-if [[ $runners == *" express "* ]]; then
+if [[ $runners == *" express "* || $runners == *" fastify "* ]]; then
     node_dir=$CACHE/node-$(fingerprint "$HERE/package-lock.json")
     if [ ! -f "$node_dir/.installed" ]; then
-        say "installing express and express-rate-limit (npm ci) into $node_dir"
+        say "installing express, express-rate-limit, fastify and @fastify/rate-limit (npm ci) into $node_dir"
         mkdir -p "$node_dir"
         cp "$HERE/package.json" "$HERE/package-lock.json" "$node_dir/"
         (cd "$node_dir" && npm ci --no-audit --no-fund --loglevel=error) >"$work/npm.log" 2>&1 \
@@ -390,6 +405,11 @@ start_server() {
             read -r limit window_ms headers <<<"$args"
             NODE_PATH=$node_dir/node_modules node "$HERE/express_limiter.js" \
                 "$port" "$limit" "$window_ms" "$headers" >"$dir/server.err" 2>&1 &
+            ;;
+        fastify)
+            read -r limit window_ms headers exceeding <<<"$args"
+            NODE_PATH=$node_dir/node_modules node "$HERE/fastify_limiter.js" \
+                "$port" "$limit" "$window_ms" "$headers" "$exceeding" >"$dir/server.err" 2>&1 &
             ;;
         flask)
             read -r limit window strategy headers <<<"$args"
@@ -569,6 +589,10 @@ versions() {
         haproxy) haproxy -v | head -1 | sed 's/^HAProxy version \([^ ]*\).*/HAProxy \1/' ;;
         express) python3 -c 'import json, sys
 for name in ("express-rate-limit", "express"):
+    print(name, json.load(open(sys.argv[1] + "/" + name + "/package.json"))["version"], end=", ")
+print("node", sys.argv[2])' "$node_dir/node_modules" "$(node --version)" ;;
+        fastify) python3 -c 'import json, sys
+for name in ("@fastify/rate-limit", "fastify"):
     print(name, json.load(open(sys.argv[1] + "/" + name + "/package.json"))["version"], end=", ")
 print("node", sys.argv[2])' "$node_dir/node_modules" "$(node --version)" ;;
         flask) "$venv/bin/python" -c "from importlib.metadata import version as v

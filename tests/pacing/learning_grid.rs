@@ -895,9 +895,9 @@ async fn shapes_and_parameters_named_nowhere_else_silent() {
 ///   one at 3.0 s, a second after the last, is admitted. The window is then bounded below by
 ///   the refusal at 2.0 s and searched down to 2.08 s, never under it. The same probes fit a
 ///   window of 0.51-1.01 s begun again at each refusal, and the gap that let the admitted probe
-///   through (1.01 s) is twice the longest gap refused (0.51 s), where a window that refusals
-///   do not restart lets one through a gap no longer than those refused (express-rate-limit's
-///   probes). Not yet used: a trial of the shorter window, once, where that is so.
+///   through (1.01 s) is twice the longest gap refused (0.51 s); a window that refusals do not
+///   restart ends at its own time, whatever the gaps before it. Not yet used: a trial of the
+///   shorter window, once, where the gaps say so.
 #[tokio::test(start_paused = true)]
 #[ignore = "known failures (issue 17): see the doc comment for what each measures"]
 async fn known_failures() {
