@@ -24,10 +24,10 @@ if [ "${#missing[@]}" -gt 0 ]; then
 fi
 # The Debian package starts a system Redis on 6379; the tests never use it.
 
-# Every build here starts from what the last left, once: incremental compilation's caches only
-# pay when the same crate is built again after an edit. Off, the tests' build (every test
-# target, the crate's own code) took 43-46 s against 59 s with them on (the dependencies
-# built, the 2-core machine). A value set by the caller is kept.
+# Nothing is edited between the builds here: incremental compilation's caches only pay when a
+# crate is built again after an edit. Off, the tests' build (every test target, the crate's own
+# code, the dependencies already built) took 43-46 s against 59 s with them on, on the 2-core
+# machine (benches/results/ci-time-2026-12-07.txt). A value set by the caller is kept.
 export CARGO_INCREMENTAL="${CARGO_INCREMENTAL:-0}"
 
 # Runs one check, then says how long it took (CI time is a budget on a 2-core machine).
