@@ -34,6 +34,16 @@
 //! the key's first request and begin afresh after two idle, admits a whole burst to windows
 //! sent two of its windows apart and part of one to those sent sooner, so the window model's
 //! windows against it alternate and its refusals inside come rarely.
+//!
+//! A limiter that each refused request begins its window again (`@fastify/rate-limit`'s
+//! `continueExceeding`) refuses every probe that goes within a window of the refusal before
+//! it, so the first window's probes read a window far longer than its own. Where the probe
+//! admitted came clearly longer after the last refusal than any refused came after the one
+//! before, the window may be that gap: once the search has settled, one window's successor
+//! goes that gap after its first request. Refused, the window stands, at the cost of that
+//! 429; admitted, the window is the gap, not searched below (each refusal would begin it
+//! again), and a refusal holds the key a window from the refused request (see
+//! [`Silence::restart_reading`]).
 
 use std::time::Duration;
 
@@ -180,6 +190,18 @@ pub(super) struct Silence {
     /// at (see [`Silence::window_round`], [`Silence::round_trial`]): the window is likely that
     /// long, so the search's next trial goes just under it (see [`Silence::next_try`]).
     round_window: Option<Duration>,
+    /// A window that each refusal begins again may be this long (from above the longest gap
+    /// refused to the gap admitted): its successor goes that long after its first request
+    /// once, as a trial (see [`Silence::restart_reading`]).
+    restart_trial: Option<(Duration, Duration)>,
+    /// That trial was admitted: the window is measured from the requests that begin it, and
+    /// not searched below the estimate (each refusal would begin it again).
+    restarted_by_refusals: bool,
+    /// When the last request refused while `restarted_by_refusals` went.
+    restart_refused_at: Option<Duration>,
+    /// The current window began at that trial's gap (told by what began it, not by its time:
+    /// over a socket a window begins a little after it was due).
+    restart_trying: bool,
 }
 
 /// What is known of whether a silent server is a bucket.
@@ -202,6 +224,12 @@ const RATE_AGREED: f64 = 1.2;
 /// or more: no bucket, by far (see [`Silence::trial_refused`]).
 const REFUTED_BY_FAR: f64 = 2.0;
 
+/// The first window's probe admitted this many times as long after the last refusal as the
+/// longest gap between two refusals before it (a pause grows by half a probe; a round offset
+/// can double it): the refusals may each have begun a window again (see
+/// [`Silence::restart_reading`]).
+const RESTART_GAP_RATIO: f64 = 1.75;
+
 /// How many send times of a window are kept: its successor's requests go no sooner than one
 /// window after them, in order, for that many.
 const SENDS_KEPT: usize = 256;
@@ -223,6 +251,9 @@ struct Probing {
     /// The round offset from `from` the next probe goes just after (see
     /// [`ROUND_OFFSETS_MS`]), if it does.
     round: Option<Duration>,
+    /// The longest time from one refused request to the next probe refused (for a window that
+    /// each refusal begins again, each is shorter than the window).
+    longest_refused_gap: Duration,
 }
 
 /// The first window's next probe, due at `due`: just after the first round offset from
@@ -324,6 +355,11 @@ fn round_margin(offset: Duration) -> Duration {
 }
 
 impl Probing {
+    /// When the last refused request went.
+    fn last_refused(&self) -> Duration {
+        self.from.saturating_add(self.refused_after)
+    }
+
     /// The pause before the next probe, due `pause` after `now`: to just after the first
     /// round offset it would pass, if `rounds` (the first window's probes do; those that
     /// measure a window again do not, its edge is near the estimate; see [`round_probe`]).
@@ -392,6 +428,10 @@ impl Silence {
             bucket: Bucket::Possible,
             windows_begun: 0,
             round_window: None,
+            restart_trial: None,
+            restarted_by_refusals: false,
+            restart_refused_at: None,
+            restart_trying: false,
         }
     }
 
@@ -499,6 +539,9 @@ impl Silence {
             // a bucket that has refilled only in part refuses one request of it, not every
             // one in flight.
             let trial = next_try < window;
+            self.restart_trying = self
+                .restart_trial
+                .is_some_and(|(_, upper)| next_try == upper);
             self.previous_start = self.window_start;
             self.previous_admitted = self.admitted;
             self.unproven = self.refused_in_window || self.used < self.quota(now) || trial;
@@ -563,8 +606,17 @@ impl Silence {
     /// interval nearest the midpoint, just over then just under it (see
     /// [`Silence::round_trial`]).
     pub(super) fn next_try(&self, window: Duration) -> Duration {
-        if self.midpoint_refused {
+        if self.midpoint_refused || self.restarted_by_refusals {
             return window;
+        }
+        // Once the search has settled, the trial of a window that each refusal begins again
+        // (one 429 where they do not, none of the search's).
+        if let Some((_, upper)) = self.restart_trial
+            && upper < window
+            && !self.unproven
+            && self.bounds_within(window, SEARCH_SHARE)
+        {
+            return upper;
         }
         let fine = (self.rate_without_burst() && !self.rate_behind_pause())
             || (self.windows_begun >= FINE_AFTER_WINDOWS
@@ -681,6 +733,75 @@ impl Silence {
         }
     }
 
+    /// A refusal while the window is taken for one that each refusal begins again: the window
+    /// begins with the refused request, spent, and its successor goes a window after it. The
+    /// pause until then, or `None` (the refusal handled as any other) when this refusal
+    /// refutes it: the first request of a window begun a whole window after the last such
+    /// refusal was refused too.
+    fn refused_restarting(
+        &mut self,
+        now: Duration,
+        ticket: Ticket,
+        was_probe: bool,
+    ) -> Option<Duration> {
+        let window = self
+            .window
+            .filter(|_| self.restarted_by_refusals && self.probing.is_none())?;
+        let first_of_window = was_probe && ticket.window == Some(self.window_start);
+        if first_of_window
+            && self
+                .restart_refused_at
+                .is_some_and(|at| self.window_start >= at.saturating_add(window))
+        {
+            tracing::debug!("pacing: a window that refusals begin again, refuted");
+            self.restarted_by_refusals = false;
+            self.restart_refused_at = None;
+            return None;
+        }
+        let at = self
+            .restart_refused_at
+            .map_or(ticket.sent, |at| at.max(ticket.sent));
+        self.restart_refused_at = Some(at);
+        self.unproven = true;
+        self.refused_in_window = true;
+        if first_of_window {
+            // The window before is still running: what it admitted stays its count.
+            self.window_start = self.previous_start;
+            self.admitted = self.previous_admitted;
+        }
+        self.used = u64::MAX;
+        let next = at.saturating_add(window);
+        self.window_start = self.window_start.max(next.saturating_sub(window));
+        Some(next.saturating_sub(now).max(Duration::from_millis(1)))
+    }
+
+    /// The first window's probe, sent at `admitted`, was let in after `probing`'s refusals, and
+    /// the window is known longer than `too_short` from its first request. If each refusal had
+    /// begun the window again (`@fastify/rate-limit`'s `continueExceeding`, limiters made
+    /// against brute force), every probe refused went within one window of the refusal
+    /// before it, and the one admitted a window or more after the last: the window is then
+    /// longer than the longest gap refused and no longer than the gap admitted. Worth one
+    /// trial when the gap admitted is clearly longer than any refused
+    /// ([`RESTART_GAP_RATIO`]) and shorter than the window's lower bound: its successor goes
+    /// that gap after its first request, and is refused (one 429, at no cost in time: the
+    /// window known to be enough follows) unless refusals do begin the window again. A window
+    /// that they do not begin again ends at its own time, whatever the gaps, and probes that
+    /// go just after round offsets can double a gap: a round window of 3 s probed at 2 s and
+    /// 3 s reads the same as a window of 1 s begun again at each refusal.
+    fn restart_reading(
+        probing: &Probing,
+        admitted: Duration,
+        too_short: Duration,
+    ) -> Option<(Duration, Duration)> {
+        let gap = admitted.saturating_sub(probing.last_refused());
+        let longest = probing.longest_refused_gap;
+        (probing.probe_refused
+            && !longest.is_zero()
+            && gap.as_secs_f64() >= RESTART_GAP_RATIO * longest.as_secs_f64()
+            && gap < too_short)
+            .then_some((longest, gap))
+    }
+
     /// A window `this` long was not enough for `quota` requests: the lower bound on the window,
     /// if it raises it.
     fn raise_too_short(&mut self, this: Duration, quota: u64) {
@@ -774,6 +895,7 @@ impl Silence {
                 self.first_refused_probe = probing
                     .probe_refused
                     .then_some(probing.refused_after.min(window));
+                self.restart_trial = Self::restart_reading(&probing, ticket.sent, self.too_short);
             }
             // A whole window, counted: a floor. The curve restarts from the throttle as after
             // any other, so it probes above the floor only once it has climbed back to it (K
@@ -798,6 +920,26 @@ impl Silence {
             && let Some(window) = self.window
         {
             let into = self.window_start.saturating_sub(self.previous_start);
+            if self.restart_trying
+                && let Some((lower, _)) = self.restart_trial
+            {
+                self.restart_trial = None;
+                self.restart_trying = false;
+                tracing::debug!(
+                    lower_ms = lower.as_secs_f64() * 1e3,
+                    window_ms = into.as_secs_f64() * 1e3,
+                    "pacing: a silent window that each refusal begins again"
+                );
+                self.restarted_by_refusals = true;
+                self.too_short = lower;
+                self.too_short_for = self.previous_admitted;
+                // A climb above the quota measured would be refused, and begin the window
+                // again.
+                self.ceiling = Some(self.ceiling.unwrap_or(self.floor).min(self.floor).max(1));
+                self.round_window = None;
+                self.window = Some(into);
+                return Learned::Counted;
+            }
             if into < window {
                 // The trial under a round window was let in: that round window is not it. A
                 // trial just over a round length was: its edge may be that one, tried next.
@@ -848,6 +990,15 @@ impl Silence {
         {
             return pause;
         }
+        if let Some(pause) = self.refused_restarting(now, ticket, was_probe) {
+            return pause;
+        }
+        if self.restart_trying && !(was_probe && ticket.window == Some(self.window_start)) {
+            // Refused inside the trial's window: not a window that refusals begin again, or
+            // not one that short. The trial is not made again.
+            self.restart_trial = None;
+            self.restart_trying = false;
+        }
         self.unproven = true;
         self.rested = false;
         self.refused_in_window = true;
@@ -855,6 +1006,8 @@ impl Silence {
         let first = self.window.is_none();
         if let Some(probing) = &mut self.probing {
             // A probe failed: the window has not ended yet; wait longer before the next.
+            let gap = ticket.sent.saturating_sub(probing.last_refused());
+            probing.longest_refused_gap = probing.longest_refused_gap.max(gap);
             probing.refused_after = ticket.sent.saturating_sub(probing.from);
             probing.probe_refused = true;
             let pause = probing.next_pause;
@@ -871,6 +1024,7 @@ impl Silence {
                 refused_after: ticket.sent.saturating_sub(self.window_start),
                 probe_refused: false,
                 round: None,
+                longest_refused_gap: Duration::ZERO,
             },
             // The first request of a window was refused: the window before is still running;
             // what it admitted is its quota.
@@ -923,6 +1077,15 @@ impl Silence {
         self.window_start = self.previous_start;
         self.admitted = self.previous_admitted;
         self.sends = std::mem::take(&mut self.previous_sends);
+        if self.restart_trying {
+            self.restart_trial = None;
+            self.restart_trying = false;
+            // The trial of a window that each refusal begins again, refused: they do not,
+            // and the window's bounds stand. Its successor goes where the search had it.
+            self.used = u64::MAX;
+            let next = self.window_start.saturating_add(self.next_try(window));
+            return Ok(next.saturating_sub(now).max(Duration::from_millis(1)));
+        }
         if into < window {
             // It went early, at the midpoint: the window is longer than that. Its successor
             // goes at the window's end, known to be enough; the next midpoint waits for the
@@ -975,6 +1138,7 @@ impl Silence {
             refused_after: into,
             probe_refused: false,
             round: None,
+            longest_refused_gap: Duration::ZERO,
         })
     }
 

@@ -427,6 +427,85 @@ fn a_probe_due_a_little_before_a_round_offset_waits_for_it() {
     );
 }
 
+/// A silent fixed window of `limit` per `window` from the key's first request, which each
+/// refused request begins again (its count kept) when `restarted` (`@fastify/rate-limit`'s
+/// `continueExceeding`).
+fn first_request_window(
+    limit: u64,
+    window: Duration,
+    restarted: bool,
+) -> impl FnMut(Duration) -> bool {
+    let (mut start, mut count) = (None::<Duration>, 0u64);
+    move |now| {
+        if start.is_none_or(|start| now >= start + window) {
+            start = Some(now);
+            count = 0;
+        }
+        count += 1;
+        let admitted = count <= limit;
+        if !admitted && restarted {
+            start = Some(now);
+        }
+        admitted
+    }
+}
+
+#[test]
+fn a_window_that_each_refusal_begins_again_is_paced_at_the_gap_that_let_a_probe_through() {
+    // 6 per 1 s, begun again by each refusal: the first window's probes at 0.26, 0.64, 1, 1.5
+    // and 2 s are each refused (the one before began the window again), the one at 3 s, a
+    // second after the last, is admitted. Read from the window's first request, the window
+    // is over 2 s; once that search has settled, one window goes the gap admitted (1 s)
+    // after its first request, is admitted, and the windows go at that from then on.
+    let mut q = KeyQuota::new(false);
+    let sent = drive_silently(
+        &mut q,
+        &mut first_request_window(6, secs(1), true),
+        secs(60),
+    );
+    let (refused, late, admitted_late) = tally(&sent);
+    assert_eq!(late, 0, "refused in the second half");
+    // Measured: 7 refusals, 180 admitted in the second half, the window 1.008 s; without the
+    // trial, 90 admitted and a window of 2.07 s.
+    assert!(
+        admitted_late >= 170,
+        "{admitted_late} admitted in the second half"
+    );
+    assert!(refused <= 8, "{refused} refusals");
+    let (quota, window) = q.estimate(secs(60)).expect("an estimate");
+    assert_eq!(quota, 6);
+    assert!(window <= MS * 1_010, "{window:?}");
+}
+
+#[test]
+fn a_window_that_refusals_do_not_begin_again_pays_one_trial_and_keeps_its_length() {
+    // 6 per 3 s from the first request: its probes read the same as 6 per 1 s begun again by
+    // each refusal (the refusals at 1, 1.5 and 2 s, the probe admitted at 3 s). The trial of
+    // the shorter window is refused once, and the windows stay at 3 s.
+    let mut restarted = KeyQuota::new(false);
+    let with_trial = drive_silently(
+        &mut restarted,
+        &mut first_request_window(6, secs(3), false),
+        secs(60),
+    );
+    let (refused, late, admitted_late) = tally(&with_trial);
+    assert_eq!(late, 0, "refused in the second half");
+    assert!(
+        admitted_late >= 58,
+        "{admitted_late} admitted in the second half"
+    );
+    let trials: Vec<Duration> = with_trial
+        .iter()
+        .filter(|(at, ok)| !ok && *at > secs(3) && *at < secs(6))
+        .map(|(at, _)| *at)
+        .collect();
+    assert!(trials.len() <= 1, "{trials:?}");
+    // Measured: 9 refusals, one of them the trial (8 without it).
+    assert!(refused <= 9, "{refused} refusals");
+    let (_, window) = restarted.estimate(secs(60)).expect("an estimate");
+    assert!(window >= secs(3), "{window:?}");
+}
+
 #[test]
 fn a_bare_throttle_pauses_then_probes_and_the_probe_bounds_the_window() {
     let mut q = estimated();
@@ -1861,8 +1940,11 @@ fn a_silent_window_between_round_offsets_is_tried_at_the_round_window_there() {
         .collect();
     let windows: Vec<Duration> = starts.windows(2).map(|s| s[1] - s[0]).collect();
     // The burst's refusal, the probes at 0.26, 0.64, 1, 1.5 and 2 s, the 6th of the window
-    // tried a 128th over 2.5 s (the quota's curve probing above 5), and the trial under it.
-    assert!(refused <= 8, "{refused} refusals: {sent:?}");
+    // tried a 128th over 2.5 s (the quota's curve probing above 5), the trial under it, and,
+    // once the search has settled, the trial of a window of 1 s that each refusal begins
+    // again (the probe at 3 s went a second after the refusal at 2 s, the longest refused
+    // gap was half that; see `Silence::restart_reading`).
+    assert!(refused <= 9, "{refused} refusals: {sent:?}");
     // From the window after the trial under 2.5 s on, each is a 128th over it: the parent's
     // midpoints kept 2.60 s for six windows, then 2.54 s.
     let late: Vec<Duration> = windows.iter().skip(3).copied().collect();
