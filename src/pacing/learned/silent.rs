@@ -766,12 +766,12 @@ impl Silence {
         self.refused_in_window = true;
         if first_of_window {
             // The window before is still running: what it admitted stays its count.
-            self.window_start = self.previous_start;
             self.admitted = self.previous_admitted;
         }
+        // The refused request began the window again (no window began before it went).
+        self.window_start = self.window_start.max(at);
         self.used = u64::MAX;
         let next = at.saturating_add(window);
-        self.window_start = self.window_start.max(next.saturating_sub(window));
         Some(next.saturating_sub(now).max(Duration::from_millis(1)))
     }
 
