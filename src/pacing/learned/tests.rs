@@ -465,13 +465,18 @@ fn a_window_that_each_refusal_begins_again_is_paced_at_the_gap_that_let_a_probe_
     );
     let (refused, late, admitted_late) = tally(&sent);
     assert_eq!(late, 0, "refused in the second half");
-    // Measured: 7 refusals, 180 admitted in the second half, the window 1.008 s; without the
+    // The trial goes in the window after the probe admitted, not once a search over the
+    // misread bounds (2 to 3 s) has settled: measured, 48 admitted in the first 10 s (24
+    // when it waited for the search).
+    let early = sent.iter().filter(|(at, ok)| *ok && *at < secs(10)).count();
+    assert!(early >= 40, "{early} admitted in the first 10 s");
+    // Measured: 6 refusals, 180 admitted in the second half, the window 1.008 s; without the
     // trial, 90 admitted and a window of 2.07 s.
     assert!(
         admitted_late >= 170,
         "{admitted_late} admitted in the second half"
     );
-    assert!(refused <= 8, "{refused} refusals");
+    assert!(refused <= 7, "{refused} refusals");
     let (quota, window) = q.estimate(secs(60)).expect("an estimate");
     assert_eq!(quota, 6);
     assert!(window <= MS * 1_010, "{window:?}");
@@ -481,7 +486,8 @@ fn a_window_that_each_refusal_begins_again_is_paced_at_the_gap_that_let_a_probe_
 fn a_window_that_refusals_do_not_begin_again_pays_one_trial_and_keeps_its_length() {
     // 6 per 3 s from the first request: its probes read the same as 6 per 1 s begun again by
     // each refusal (the refusals at 1, 1.5 and 2 s, the probe admitted at 3 s). The trial of
-    // the shorter window is refused once, and the windows stay at 3 s.
+    // the shorter window, made by the window after the probe admitted (3 s), is refused
+    // once, and the windows stay at 3 s.
     let mut restarted = KeyQuota::new(false);
     let with_trial = drive_silently(
         &mut restarted,
@@ -496,10 +502,10 @@ fn a_window_that_refusals_do_not_begin_again_pays_one_trial_and_keeps_its_length
     );
     let trials: Vec<Duration> = with_trial
         .iter()
-        .filter(|(at, ok)| !ok && *at > secs(3) && *at < secs(6))
+        .filter(|(at, ok)| !ok && *at > secs(3) && *at < MS * 4_500)
         .map(|(at, _)| *at)
         .collect();
-    assert!(trials.len() <= 1, "{trials:?}");
+    assert_eq!(trials.len(), 1, "{trials:?}");
     // Measured: 9 refusals, one of them the trial (8 without it).
     assert!(refused <= 9, "{refused} refusals");
     let (_, window) = restarted.estimate(secs(60)).expect("an estimate");
