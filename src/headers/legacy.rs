@@ -75,6 +75,29 @@ mod tests {
     }
 
     #[test]
+    fn whole_seconds_from_now_are_a_wait_not_a_time() {
+        // `@fastify/rate-limit` sends the seconds left in the window, where GitHub sends the
+        // Unix time the window ends: read at the same instant, "2" is two seconds from now.
+        let policies = parse(
+            &[
+                ("x-ratelimit-limit", "12"),
+                ("x-ratelimit-remaining", "0"),
+                ("x-ratelimit-reset", "2"),
+            ],
+            1_796_007_600,
+        );
+        assert_eq!(policies[0].quota, Some(12));
+        assert_eq!(policies[0].remaining, Some(0));
+        assert_eq!(policies[0].reset, Some(Duration::from_secs(2)));
+        // The largest wait below the threshold is still a wait; just above it, a Unix time
+        // already past is no wait at all.
+        let long = parse(&[("x-ratelimit-reset", "999999999")], 1_796_007_600);
+        assert_eq!(long[0].reset, Some(Duration::from_secs(999_999_999)));
+        let past = parse(&[("x-ratelimit-reset", "1000000001")], 1_796_007_600);
+        assert_eq!(past[0].reset, Some(Duration::ZERO));
+    }
+
+    #[test]
     fn remaining_follows_from_used_when_missing() {
         let policies = parse(
             &[("x-ratelimit-limit", "60"), ("x-ratelimit-used", "61")],
