@@ -44,7 +44,9 @@
 //! bounds. Refused, the window stands, at the cost of that 429, and the search goes on at the
 //! instant it had (the pause not spread); admitted, the window is the gap, not searched below (each refusal would begin it
 //! again), and a refusal holds the key a window from the refused request (see
-//! [`Silence::restart_reading`]).
+//! [`Silence::restart_reading`]). The gap is one between two of the probes' round offsets, so
+//! the round lengths under it are then tried, longest first, until one is refused (see
+//! [`Silence::restart_step`]).
 
 use std::time::Duration;
 
@@ -198,6 +200,10 @@ pub(super) struct Silence {
     /// That trial was admitted: the window is measured from the requests that begin it, and
     /// not searched below the estimate (each refusal would begin it again).
     restarted_by_refusals: bool,
+    /// Round lengths under the window may still be tried (see [`Silence::restart_step`]).
+    restart_steps: bool,
+    /// The current window began at such a step.
+    restart_stepping: bool,
     /// When the last request refused while `restarted_by_refusals` went.
     restart_refused_at: Option<Duration>,
     /// The current window began at that trial's gap (told by what began it, not by its time:
@@ -434,6 +440,8 @@ impl Silence {
             round_window: None,
             restart_trial: None,
             restarted_by_refusals: false,
+            restart_steps: false,
+            restart_stepping: false,
             restart_refused_at: None,
             restart_trying: false,
             aimed_at_window: false,
@@ -550,6 +558,7 @@ impl Silence {
             self.restart_trying = self
                 .restart_trial
                 .is_some_and(|(_, upper)| next_try == upper);
+            self.restart_stepping = self.restarted_by_refusals && trial;
             self.previous_start = self.window_start;
             self.previous_admitted = self.admitted;
             self.unproven = self.refused_in_window || self.used < self.quota(now) || trial;
@@ -619,7 +628,10 @@ impl Silence {
     /// interval nearest the midpoint, just over then just under it (see
     /// [`Silence::round_trial`]).
     pub(super) fn next_try(&self, window: Duration) -> Duration {
-        if self.midpoint_refused || self.restarted_by_refusals {
+        if self.restarted_by_refusals {
+            return self.restart_step(window).unwrap_or(window);
+        }
+        if self.midpoint_refused {
             return window;
         }
         // Before the search, the trial of a window that each refusal begins again (one 429
@@ -762,13 +774,20 @@ impl Silence {
             .window
             .filter(|_| self.restarted_by_refusals && self.probing.is_none())?;
         let first_of_window = was_probe && ticket.window == Some(self.window_start);
-        if first_of_window
+        if first_of_window && self.restart_stepping {
+            // A round step too short: the window is longer, and no shorter step is tried.
+            let into = self.window_start.saturating_sub(self.previous_start);
+            self.raise_too_short(into, self.previous_admitted);
+            self.restart_stepping = false;
+            self.restart_steps = false;
+        } else if first_of_window
             && self
                 .restart_refused_at
                 .is_some_and(|at| self.window_start >= at.saturating_add(window))
         {
             tracing::debug!("pacing: a window that refusals begin again, refuted");
             self.restarted_by_refusals = false;
+            self.restart_steps = false;
             self.restart_refused_at = None;
             return None;
         }
@@ -785,8 +804,34 @@ impl Silence {
         // The refused request began the window again (no window began before it went).
         self.window_start = self.window_start.max(at);
         self.used = u64::MAX;
+        // The pause ends where that window does, and the next one's first request goes
+        // alone: aimed, not spread (spread, a step refused waited up to 10 % of a window
+        // more).
+        self.aimed_at_window = true;
         let next = at.saturating_add(window);
         Some(next.saturating_sub(now).max(Duration::from_millis(1)))
+    }
+
+    /// For a window that each refusal begins again, the next round length under it to try
+    /// (just over it, as a trial): the longest of the round offsets and windows (see
+    /// [`ROUND_OFFSETS_MS`], [`ROUND_WINDOWS_MS`]) between the longest gap refused and the
+    /// window, while no step has been refused, and only after a window with no refusal. The
+    /// gap that let the first probe through is a gap between two round offsets from the
+    /// window's first request (1, 2, 5, 15 s ...), so a window between them is read as the
+    /// longer one (real `@fastify/rate-limit`, 4 per 1.5 s: 2 s, 1.387 ×). From the longest
+    /// down, the steps admitted shorten the window and the first refused ends them: one 429,
+    /// and a window's wait from it (the refusal begins the window again).
+    fn restart_step(&self, window: Duration) -> Option<Duration> {
+        if !self.restart_steps || self.refused_in_window {
+            return None;
+        }
+        ROUND_OFFSETS_MS
+            .iter()
+            .chain(ROUND_WINDOWS_MS.iter())
+            .map(|&ms| Duration::from_millis(ms))
+            .filter(|&round| round > self.too_short && round + rate_margin(round) * 2 <= window)
+            .max()
+            .map(|round| round + rate_margin(round))
     }
 
     /// The first window's probe, sent at `admitted`, was let in after `probing`'s refusals, and
@@ -937,6 +982,16 @@ impl Silence {
             && let Some(window) = self.window
         {
             let into = self.window_start.saturating_sub(self.previous_start);
+            if self.restart_stepping {
+                // A round length under the gap was let in: the window is no longer.
+                self.restart_stepping = false;
+                tracing::debug!(
+                    window_ms = into.as_secs_f64() * 1e3,
+                    "pacing: a window that each refusal begins again, a round step shorter"
+                );
+                self.window = Some(into.min(window));
+                return Learned::Counted;
+            }
             if self.restart_trying
                 && let Some((lower, _)) = self.restart_trial
             {
@@ -948,6 +1003,7 @@ impl Silence {
                     "pacing: a silent window that each refusal begins again"
                 );
                 self.restarted_by_refusals = true;
+                self.restart_steps = true;
                 self.too_short = lower;
                 self.too_short_for = self.previous_admitted;
                 // A climb above the quota measured would be refused, and begin the window

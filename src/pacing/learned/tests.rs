@@ -483,6 +483,57 @@ fn a_window_that_each_refusal_begins_again_is_paced_at_the_gap_that_let_a_probe_
 }
 
 #[test]
+fn a_window_that_each_refusal_begins_again_between_two_probe_gaps_steps_down_to_it() {
+    // 4 per 1.5 s, begun again by each refusal: the probes after the first refusal go at
+    // round offsets from the window's first request, refused at 2 and 3 s (a gap of 1 s),
+    // admitted at 5 s (2 s). The trial of 2 s is admitted; a round step under it, 1.5 s
+    // (just over, as a trial), is admitted too, and the windows go at that.
+    let mut q = KeyQuota::new(false);
+    let sent = drive_silently(
+        &mut q,
+        &mut first_request_window(4, MS * 1_500, true),
+        secs(60),
+    );
+    let (refused, late, admitted_late) = tally(&sent);
+    assert_eq!(late, 0, "refused in the second half");
+    // Measured: 80 admitted in the second half (60 with the windows at 2 s, without the
+    // step), 7 refusals.
+    assert!(
+        admitted_late >= 76,
+        "{admitted_late} admitted in the second half"
+    );
+    assert!(refused <= 8, "{refused} refusals");
+    let (quota, window) = q.estimate(secs(60)).expect("an estimate");
+    assert_eq!(quota, 4);
+    assert!(window >= MS * 1_500 && window <= MS * 1_520, "{window:?}");
+}
+
+#[test]
+fn a_window_that_each_refusal_begins_again_on_a_probe_gap_pays_one_step_and_keeps_it() {
+    // 10 per 2 s, begun again by each refusal: read as 2 s, as it is. The step under it (1.5
+    // s) is refused once, begins the window again, and the windows stay at 2 s.
+    let mut q = KeyQuota::new(false);
+    let sent = drive_silently(
+        &mut q,
+        &mut first_request_window(10, secs(2), true),
+        secs(60),
+    );
+    let (refused, late, _) = tally(&sent);
+    assert_eq!(late, 0, "refused in the second half");
+    let after_trial: Vec<Duration> = sent
+        .iter()
+        .filter(|(at, ok)| !ok && *at > secs(6))
+        .map(|(at, _)| *at)
+        .collect();
+    assert_eq!(after_trial.len(), 1, "{after_trial:?}");
+    // Measured: 8 refusals, the step's among them (none after 6 s without it).
+    assert!(refused <= 8, "{refused} refusals");
+    let (quota, window) = q.estimate(secs(60)).expect("an estimate");
+    assert_eq!(quota, 10);
+    assert!(window >= secs(2) && window <= MS * 2_030, "{window:?}");
+}
+
+#[test]
 fn a_window_that_refusals_do_not_begin_again_pays_one_trial_and_keeps_its_length() {
     // 6 per 3 s from the first request: its probes read the same as 6 per 1 s begun again by
     // each refusal (the refusals at 1, 1.5 and 2 s, the probe admitted at 3 s). The trial of
