@@ -42,11 +42,11 @@
 //! before, the window may be that gap: the first window after the probe's with no refusal
 //! sends its successor that gap after its first request, before the search over the misread
 //! bounds. Refused, the window stands, at the cost of that 429, and the search goes on at the
-//! instant it had (the pause not spread); admitted, the window is the gap, not searched below (each refusal would begin it
-//! again), and a refusal holds the key a window from the refused request (see
-//! [`Silence::restart_reading`]). The gap is one between two of the probes' round offsets, so
-//! the round lengths under it are then tried, longest first, until one is refused (see
-//! [`Silence::restart_step`]).
+//! instant it had (the pause not spread); admitted, the window is the gap, not searched by
+//! midpoints (each refusal would begin it again), and a refusal holds the key a window from
+//! the refused request (see [`Silence::restart_reading`]). The gap is one between two of the
+//! probes' round offsets, so the round lengths under it are then tried, longest first, until
+//! one is refused (see [`Silence::restart_step`]).
 
 use std::time::Duration;
 
@@ -1153,13 +1153,19 @@ impl Silence {
     fn restart_trial_refused(&mut self, now: Duration, window: Duration) -> Duration {
         self.restart_trial = None;
         self.restart_trying = false;
-        self.window_start = self.previous_start;
-        self.admitted = self.previous_admitted;
-        self.sends = std::mem::take(&mut self.previous_sends);
+        self.undo_window();
         self.used = u64::MAX;
         self.aimed_at_window = true;
         let next = self.window_start.saturating_add(self.next_try(window));
         next.saturating_sub(now).max(Duration::from_millis(1))
+    }
+
+    /// The current window's first request was refused: the window before it goes on, with
+    /// what it admitted and when its requests went.
+    fn undo_window(&mut self) {
+        self.window_start = self.previous_start;
+        self.admitted = self.previous_admitted;
+        self.sends = std::mem::take(&mut self.previous_sends);
     }
 
     /// The first request of a window was refused: the window before is still running, and what
@@ -1174,9 +1180,7 @@ impl Silence {
         settled: bool,
     ) -> Result<Duration, Probing> {
         let into = self.window_start.saturating_sub(self.previous_start);
-        self.window_start = self.previous_start;
-        self.admitted = self.previous_admitted;
-        self.sends = std::mem::take(&mut self.previous_sends);
+        self.undo_window();
         if into < window {
             // It went early, at the midpoint: the window is longer than that. Its successor
             // goes at the window's end, known to be enough; the next midpoint waits for the
