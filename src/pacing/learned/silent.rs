@@ -3,7 +3,7 @@
 //! refusal (refused: not over yet; admitted: over), and narrowed by sending each window's first
 //! request, alone, at the midpoint of the two bounds. A probe of the first window whose pause
 //! would pass a round offset from its first request goes just after it (see
-//! [`ROUND_OFFSETS_MS`]), and a probe admitted there makes the first try a 64th under that
+//! [`round::ROUND_OFFSETS_MS`]), and a probe admitted there makes the first try a 64th under that
 //! round window, not the midpoint: the windows people configure are round, and one 429 then
 //! ends the search. So does a window between the round offsets: the search tries the round
 //! one people configure there first (2.5, 4, 6, 12, 20 s ..., see [`ROUND_WINDOWS_MS`]).
@@ -35,18 +35,10 @@
 //! sent two of its windows apart and part of one to those sent sooner, so the window model's
 //! windows against it alternate and its refusals inside come rarely.
 //!
-//! A limiter that each refused request begins its window again (`@fastify/rate-limit`'s
-//! `continueExceeding`) refuses every probe that goes within a window of the refusal before
-//! it, so the first window's probes read a window far longer than its own. Where the probe
-//! admitted came clearly longer after the last refusal than any refused came after the one
-//! before, the window may be that gap: the first window after the probe's with no refusal
-//! sends its successor that gap after its first request, before the search over the misread
-//! bounds. Refused, the window stands, at the cost of that 429, and the search goes on at the
-//! instant it had (the pause not spread); admitted, the window is the gap, not searched by
-//! midpoints (each refusal would begin it again), and a refusal holds the key a window from
-//! the refused request (see [`Silence::restart_reading`]). The gap is one between two of the
-//! probes' round offsets, so the round lengths under it are then tried, longest first, until
-//! one is refused (see [`Silence::restart_step`]).
+//! A limiter that each refused request begins its window again reads to the probes as a far
+//! longer window: the `restart` module tries the gap that let a probe through, and paces to
+//! it once admitted. The probes after a refusal are the `probes` module's, the round numbers
+//! the search tries first the `round` module's.
 
 use std::time::Duration;
 
@@ -55,32 +47,17 @@ use super::Ticket;
 use super::silent_pace::SilentPace;
 use super::silent_rate::{LEAST_SPAN, SilentRate, span_bounds};
 
-/// The first pause after a bare throttle; each failed probe makes the next one longer.
-const FIRST_PAUSE: Duration = Duration::from_millis(250);
-/// How much longer each pause is than the one before.
-const PAUSE_GROWTH: f64 = 1.5;
-/// A window measured again (its estimate refused at its end) is probed first this share of
-/// it after the refusal, if that is longer than [`FIRST_PAUSE`].
-const REMEASURE_SHARE: u32 = 16;
-/// The longest pause between probes of a silent server.
-const LONGEST_PAUSE: Duration = Duration::from_secs(30);
-/// Round offsets from the first window's first request, in milliseconds: where the windows
-/// people configure end. A probe of the first window whose pause would carry it past one goes
-/// just after it instead (see [`round_probe`]), and is admitted there if the window is that
-/// round one, with the window measured to within the probe's margin, where a pause growing by
-/// half overshot it by up to half (real Flask-Limiter, a moving window of 6 per 2 s: a probe
-/// refused at 1.98 s, the next admitted at 3.2 s). None under a second: a bucket's refill is
-/// probed as before, at the pauses that grow by half (its first window admits what it
-/// refilled by the probe, and a probe just after a round offset finds less).
-const ROUND_OFFSETS_MS: [u64; 9] = [
-    1_000, 1_500, 2_000, 3_000, 5_000, 10_000, 15_000, 30_000, 60_000,
-];
-/// A round offset up to this share of the pause past a probe's due time is waited for: a
-/// probe at 9.3 s, then one just after 10 s, was two 429s for a window of 10 s, where the
-/// pause grown by half from 5 s fell short of it.
-const ROUND_REACH: u32 = 4;
-/// A round probe goes at least this long after the refusal before it.
-const ROUND_GAP: Duration = Duration::from_millis(100);
+mod probes;
+mod restart;
+mod round;
+
+use self::probes::{FIRST_PAUSE, LONGEST_PAUSE, PAUSE_GROWTH, Probing, REMEASURE_SHARE};
+use self::restart::Restart;
+use self::round::{
+    ROUND_WINDOWS_MS, just_over, rate_margin, round_intervals_by_the_minute,
+    round_intervals_by_the_second, round_margin, round_tried, window_margin,
+};
+
 /// After this many windows, the window's search goes on to a thirty-second (see
 /// [`Silence::next_try`]): a job this long has more windows to come for the time it saves.
 const FINE_AFTER_WINDOWS: u64 = 10;
@@ -189,26 +166,12 @@ pub(super) struct Silence {
     /// How many windows the model has begun (each window's first request sent alone).
     windows_begun: u64,
     /// The round offset just after which the first window's probe was admitted (see
-    /// [`ROUND_OFFSETS_MS`]), or the round window or interval a trial just over was admitted
+    /// [`round::ROUND_OFFSETS_MS`]), or the round window or interval a trial just over was admitted
     /// at (see [`Silence::window_round`], [`Silence::round_trial`]): the window is likely that
     /// long, so the search's next trial goes just under it (see [`Silence::next_try`]).
     round_window: Option<Duration>,
-    /// A window that each refusal begins again may be this long (from above the longest gap
-    /// refused to the gap admitted): its successor goes that long after its first request
-    /// once, as a trial (see [`Silence::restart_reading`]).
-    restart_trial: Option<(Duration, Duration)>,
-    /// That trial was admitted: the window is measured from the requests that begin it, and
-    /// not searched below the estimate (each refusal would begin it again).
-    restarted_by_refusals: bool,
-    /// Round lengths under the window may still be tried (see [`Silence::restart_step`]).
-    restart_steps: bool,
-    /// The current window began at such a step.
-    restart_stepping: bool,
-    /// When the last request refused while `restarted_by_refusals` went.
-    restart_refused_at: Option<Duration>,
-    /// The current window began at that trial's gap (told by what began it, not by its time:
-    /// over a socket a window begins a little after it was due).
-    restart_trying: bool,
+    /// Whether the windows are ones that each refusal begins again (see the `restart` module).
+    restart: Restart,
     /// The pause the last answer asked ends where the next window begins, one request alone,
     /// and is kept as it is (see [`Silence::probe_aimed`]).
     aimed_at_window: bool,
@@ -234,154 +197,9 @@ const RATE_AGREED: f64 = 1.2;
 /// or more: no bucket, by far (see [`Silence::trial_refused`]).
 const REFUTED_BY_FAR: f64 = 2.0;
 
-/// The first window's probe admitted this many times as long after the last refusal as the
-/// longest gap between two refusals before it (a pause grows by half a probe; a round offset
-/// can double it): the refusals may each have begun a window again (see
-/// [`Silence::restart_reading`]).
-const RESTART_GAP_RATIO: f64 = 1.75;
-
 /// How many send times of a window are kept: its successor's requests go no sooner than one
 /// window after them, in order, for that many.
 const SENDS_KEPT: usize = 256;
-
-#[derive(Debug, Clone, Copy)]
-struct Probing {
-    /// When the measured window began.
-    from: Duration,
-    /// What it admitted before the throttle.
-    measured: u64,
-    /// When the throttle came.
-    at: Duration,
-    /// The pause before the next probe, if this one fails.
-    next_pause: Duration,
-    /// How long after `from` the last refused request went: the window is longer.
-    refused_after: Duration,
-    /// Whether that request was a probe (sent after a pause), not one of the burst refused.
-    probe_refused: bool,
-    /// The round offset from `from` the next probe goes just after (see
-    /// [`ROUND_OFFSETS_MS`]), if it does.
-    round: Option<Duration>,
-    /// The longest time from one refused request to the next probe refused (for a window that
-    /// each refusal begins again, each is shorter than the window).
-    longest_refused_gap: Duration,
-}
-
-/// The first window's next probe, due at `due`: just after the first round offset from
-/// `from` (see [`ROUND_OFFSETS_MS`]) it would pass or nearly reach (a quarter of the pause
-/// past `due`, [`ROUND_REACH`]), at least [`ROUND_GAP`] after `now` and
-/// past `refused_after` (the offset of the request just refused), with the offset and the
-/// pause until then. Its margin ([`round_margin`]) covers a network's jitter between the two
-/// sends. `None` when no round offset is in reach: the probe goes when due.
-fn round_probe(
-    from: Duration,
-    now: Duration,
-    refused_after: Duration,
-    due: Duration,
-) -> Option<(Duration, Duration)> {
-    let earliest = now.saturating_sub(from).saturating_add(ROUND_GAP);
-    let offset = ROUND_OFFSETS_MS
-        .iter()
-        .map(|&ms| Duration::from_millis(ms))
-        .find(|&offset| offset >= earliest && offset > refused_after)?;
-    let at = from
-        .saturating_add(offset)
-        .saturating_add(round_margin(offset));
-    let reach = due.saturating_add(due.saturating_sub(now) / ROUND_REACH);
-    (at <= reach).then(|| (offset, at.saturating_sub(now)))
-}
-
-/// Round counts a minute that no count a second gives (nginx's `limit_req` takes its rate
-/// per second or per minute; an API's terms are often a minute's): 25 to 500 a minute, every
-/// 2.4 s to 120 ms.
-const ROUND_PER_MINUTE: [u64; 13] = [25, 45, 50, 75, 80, 90, 100, 150, 200, 250, 400, 450, 500];
-
-/// The intervals of a rate with no burst people configure most (see
-/// [`Silence::round_trial`]): one to ten requests a second, and one request every round
-/// offset of a second and more ([`ROUND_OFFSETS_MS`]: 1.5, 2, 3 s ...). Faster ones lie
-/// closer together than the search's last steps.
-fn round_intervals_by_the_second() -> impl Iterator<Item = Duration> {
-    let per_second = (1..=10u64).map(|per_second| Duration::from_micros(1_000_000 / per_second));
-    let longer = ROUND_OFFSETS_MS
-        .iter()
-        .filter(|&&ms| ms > 1_000)
-        .map(|&ms| Duration::from_millis(ms));
-    per_second.chain(longer)
-}
-
-/// The round intervals by the minute ([`ROUND_PER_MINUTE`]), tried where none by the second
-/// falls ([`Silence::round_trial`]).
-fn round_intervals_by_the_minute() -> impl Iterator<Item = Duration> {
-    ROUND_PER_MINUTE
-        .iter()
-        .map(|&per_minute| Duration::from_micros(60_000_000 / per_minute))
-}
-
-/// Every round interval. No two lie within 4 % of each other, so a trial just over one is
-/// over no other (see [`round_tried`]).
-fn round_intervals() -> impl Iterator<Item = Duration> {
-    round_intervals_by_the_second().chain(round_intervals_by_the_minute())
-}
-
-/// The windows of a quota above one that people configure between and beyond the first
-/// window's round offsets ([`ROUND_OFFSETS_MS`], which its probes find), in milliseconds (see
-/// [`Silence::window_round`]). None under 2 s: a trial just under a window on the clock is
-/// admitted at some phases, and the grid's silent fixed window of 10 per 1 s behind
-/// `Retry-After: 1`, tried at 1 s and then just under, went on down to windows of 0.6-0.7 s
-/// refused every third. Nor the round offsets themselves: tried at 2 s, the grid's HAProxy
-/// counter of 10 per 1 s behind `Retry-After: 1` (whose bursts sent two of its windows
-/// apart pass whole) was slower at its worst phases (both measured in
-/// `benches/results/acceptance-2026-12-06-round-windows.txt`).
-const ROUND_WINDOWS_MS: [u64; 11] = [
-    2_500, 4_000, 6_000, 12_000, 20_000, 45_000, 90_000, 120_000, 180_000, 300_000, 600_000,
-];
-
-/// How far over and under a round interval its trials go: a 128th, so that the two are a
-/// sixty-fourth apart and the search stops there (see [`Silence::next_try`]).
-fn rate_margin(round: Duration) -> Duration {
-    round / 128
-}
-
-/// How far under a round window (of a quota above one) its trial goes: a 64th.
-fn window_margin(round: Duration) -> Duration {
-    round / 64
-}
-
-/// The round interval (see [`round_intervals`]) a trial `into` went just over, or a little
-/// later (its request waited its turn): a 128th to a 64th over.
-fn round_tried(into: Duration) -> Option<Duration> {
-    round_intervals().find(|&round| just_over(round, into))
-}
-
-/// Whether a trial `into` went just over `round`: a 128th to a 64th over it (its request may
-/// have waited its turn past the 128th it was due at).
-fn just_over(round: Duration, into: Duration) -> bool {
-    let margin = rate_margin(round);
-    into >= round + margin && into <= round + margin * 2
-}
-
-/// How long after a round offset its probe goes: a 128th of it, and 5 ms at least.
-fn round_margin(offset: Duration) -> Duration {
-    (offset / 128).max(Duration::from_millis(5))
-}
-
-impl Probing {
-    /// When the last refused request went.
-    fn last_refused(&self) -> Duration {
-        self.from.saturating_add(self.refused_after)
-    }
-
-    /// The pause before the next probe, due `pause` after `now`: to just after the first
-    /// round offset it would pass, if `rounds` (the first window's probes do; those that
-    /// measure a window again do not, its edge is near the estimate; see [`round_probe`]).
-    fn aim(&mut self, now: Duration, pause: Duration, rounds: bool) -> Duration {
-        let due = now.saturating_add(pause);
-        let round = rounds
-            .then(|| round_probe(self.from, now, self.refused_after, due))
-            .flatten();
-        self.round = round.map(|(offset, _)| offset);
-        round.map_or(pause, |(_, to)| to)
-    }
-}
 
 /// What an admission taught the silent model.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -438,12 +256,7 @@ impl Silence {
             bucket: Bucket::Possible,
             windows_begun: 0,
             round_window: None,
-            restart_trial: None,
-            restarted_by_refusals: false,
-            restart_steps: false,
-            restart_stepping: false,
-            restart_refused_at: None,
-            restart_trying: false,
+            restart: Restart::default(),
             aimed_at_window: false,
         }
     }
@@ -491,8 +304,8 @@ impl Silence {
     }
 
     /// Whether the pause this model asked last is the aim of a round probe (see
-    /// [`ROUND_OFFSETS_MS`]), to be kept as it is: a pause spread by the retry's jitter (±10 %)
-    /// sends the probe before the round offset, or well after it. Only the first window's
+    /// [`round::ROUND_OFFSETS_MS`]), to be kept as it is: a pause spread by the retry's jitter
+    /// (±10 %) sends the probe before the round offset, or well after it. Only the first window's
     /// probes aim, one request at a time, so there is no herd to spread; a pause the server
     /// asks is never one. Nor is the pause after the refused trial of a window that refusals
     /// begin again (see [`Silence::restart_trial_refused`]): it ends where the next window
@@ -555,10 +368,7 @@ impl Silence {
             // a bucket that has refilled only in part refuses one request of it, not every
             // one in flight.
             let trial = next_try < window;
-            self.restart_trying = self
-                .restart_trial
-                .is_some_and(|(_, upper)| next_try == upper);
-            self.restart_stepping = self.restarted_by_refusals && trial;
+            self.restart.begin_window(next_try, trial);
             self.previous_start = self.window_start;
             self.previous_admitted = self.admitted;
             self.unproven = self.refused_in_window || self.used < self.quota(now) || trial;
@@ -624,11 +434,11 @@ impl Silence {
     /// kept 2.124 s over a lower bound of 1.994 s: 1.079-1.090 × in two jobs of five). Not
     /// where the server asks a pause with its refusals: each midpoint refused costs that pause.
     /// Before any midpoint, a first window whose probe was admitted just after a round offset
-    /// tries a 64th under it (see [`ROUND_OFFSETS_MS`]); a rate with no burst tries the round
-    /// interval nearest the midpoint, just over then just under it (see
+    /// tries a 64th under it (see [`round::ROUND_OFFSETS_MS`]); a rate with no burst tries the
+    /// round interval nearest the midpoint, just over then just under it (see
     /// [`Silence::round_trial`]).
     pub(super) fn next_try(&self, window: Duration) -> Duration {
-        if self.restarted_by_refusals {
+        if self.restart.confirmed() {
             return self.restart_step(window).unwrap_or(window);
         }
         if self.midpoint_refused {
@@ -638,11 +448,11 @@ impl Silence {
         // where they do not): by the first window with no refusal, the one the probe admitted
         // began. Made once the search had settled, it left windows up to 2.5 × too long for
         // 10 s of a job of 49 (real `@fastify/rate-limit`, 6 per 1 s: 1.224 ×).
-        if let Some((_, upper)) = self.restart_trial
-            && upper < window
+        if let Some(gap) = self.restart.trial_gap()
+            && gap < window
             && !self.refused_in_window
         {
-            return upper;
+            return gap;
         }
         let fine = (self.rate_without_burst() && !self.rate_behind_pause())
             || (self.windows_begun >= FINE_AFTER_WINDOWS
@@ -696,7 +506,7 @@ impl Silence {
             .min_by_key(|&round| round.abs_diff(midpoint))
     }
 
-    /// For a rate with no burst, the round interval (see [`round_intervals`]) in the middle
+    /// For a rate with no burst, the round interval (see the `round` module) in the middle
     /// half of the bounds nearest their midpoint, as a trial a 128th over it: admitted there,
     /// the next trial goes a 128th under it (see [`Silence::round_window`]), so a round
     /// interval is known to a sixty-fourth at one 429, where the midpoints halve their way to
@@ -757,108 +567,6 @@ impl Silence {
         } else {
             next_try.max(at_rate)
         }
-    }
-
-    /// A refusal while the window is taken for one that each refusal begins again: the window
-    /// begins with the refused request, spent, and its successor goes a window after it. The
-    /// pause until then, or `None` (the refusal handled as any other) when this refusal
-    /// refutes it: the first request of a window begun a whole window after the last such
-    /// refusal was refused too.
-    fn refused_restarting(
-        &mut self,
-        now: Duration,
-        ticket: Ticket,
-        was_probe: bool,
-    ) -> Option<Duration> {
-        let window = self
-            .window
-            .filter(|_| self.restarted_by_refusals && self.probing.is_none())?;
-        let first_of_window = was_probe && ticket.window == Some(self.window_start);
-        if first_of_window && self.restart_stepping {
-            // A round step too short: the window is longer, and no shorter step is tried.
-            let into = self.window_start.saturating_sub(self.previous_start);
-            self.raise_too_short(into, self.previous_admitted);
-            self.restart_stepping = false;
-            self.restart_steps = false;
-        } else if first_of_window
-            && self
-                .restart_refused_at
-                .is_some_and(|at| self.window_start >= at.saturating_add(window))
-        {
-            tracing::debug!("pacing: a window that refusals begin again, refuted");
-            self.restarted_by_refusals = false;
-            self.restart_steps = false;
-            self.restart_refused_at = None;
-            return None;
-        }
-        let at = self
-            .restart_refused_at
-            .map_or(ticket.sent, |at| at.max(ticket.sent));
-        self.restart_refused_at = Some(at);
-        self.unproven = true;
-        self.refused_in_window = true;
-        if first_of_window {
-            // The window before is still running: what it admitted stays its count.
-            self.admitted = self.previous_admitted;
-        }
-        // The refused request began the window again (no window began before it went).
-        self.window_start = self.window_start.max(at);
-        self.used = u64::MAX;
-        // The pause ends where that window does, and the next one's first request goes
-        // alone: aimed, not spread (spread, a step refused waited up to 10 % of a window
-        // more).
-        self.aimed_at_window = true;
-        let next = at.saturating_add(window);
-        Some(next.saturating_sub(now).max(Duration::from_millis(1)))
-    }
-
-    /// For a window that each refusal begins again, the next round length under it to try
-    /// (just over it, as a trial): the longest of the round offsets and windows (see
-    /// [`ROUND_OFFSETS_MS`], [`ROUND_WINDOWS_MS`]) between the longest gap refused and the
-    /// window, while no step has been refused, and only after a window with no refusal. The
-    /// gap that let the first probe through is a gap between two round offsets from the
-    /// window's first request (1, 2, 5, 15 s ...), so a window between them is read as the
-    /// longer one (real `@fastify/rate-limit`, 4 per 1.5 s: 2 s, 1.387 ×). From the longest
-    /// down, the steps admitted shorten the window and the first refused ends them: one 429,
-    /// and a window's wait from it (the refusal begins the window again).
-    fn restart_step(&self, window: Duration) -> Option<Duration> {
-        if !self.restart_steps || self.refused_in_window {
-            return None;
-        }
-        ROUND_OFFSETS_MS
-            .iter()
-            .chain(ROUND_WINDOWS_MS.iter())
-            .map(|&ms| Duration::from_millis(ms))
-            .filter(|&round| round > self.too_short && round + rate_margin(round) * 2 <= window)
-            .max()
-            .map(|round| round + rate_margin(round))
-    }
-
-    /// The first window's probe, sent at `admitted`, was let in after `probing`'s refusals, and
-    /// the window is known longer than `too_short` from its first request. If each refusal had
-    /// begun the window again (`@fastify/rate-limit`'s `continueExceeding`, limiters made
-    /// against brute force), every probe refused went within one window of the refusal
-    /// before it, and the one admitted a window or more after the last: the window is then
-    /// longer than the longest gap refused and no longer than the gap admitted. Worth one
-    /// trial when the gap admitted is clearly longer than any refused
-    /// ([`RESTART_GAP_RATIO`]) and shorter than the window's lower bound: its successor goes
-    /// that gap after its first request, and is refused (one 429, at no cost in time: the
-    /// search's next window follows) unless refusals do begin the window again. A window
-    /// that they do not begin again ends at its own time, whatever the gaps, and probes that
-    /// go just after round offsets can double a gap: a round window of 3 s probed at 2 s and
-    /// 3 s reads the same as a window of 1 s begun again at each refusal.
-    fn restart_reading(
-        probing: &Probing,
-        admitted: Duration,
-        too_short: Duration,
-    ) -> Option<(Duration, Duration)> {
-        let gap = admitted.saturating_sub(probing.last_refused());
-        let longest = probing.longest_refused_gap;
-        (probing.probe_refused
-            && !longest.is_zero()
-            && gap.as_secs_f64() >= RESTART_GAP_RATIO * longest.as_secs_f64()
-            && gap < too_short)
-            .then_some((longest, gap))
     }
 
     /// A window `this` long was not enough for `quota` requests: the lower bound on the window,
@@ -957,7 +665,7 @@ impl Silence {
                 self.first_refused_probe = probing
                     .probe_refused
                     .then_some(probing.refused_after.min(window));
-                self.restart_trial = Self::restart_reading(&probing, ticket.sent, self.too_short);
+                self.restart.read(&probing, ticket.sent, self.too_short);
             }
             // A whole window, counted: a floor. The curve restarts from the throttle as after
             // any other, so it probes above the floor only once it has climbed back to it (K
@@ -982,35 +690,7 @@ impl Silence {
             && let Some(window) = self.window
         {
             let into = self.window_start.saturating_sub(self.previous_start);
-            if self.restart_stepping {
-                // A round length under the gap was let in: the window is no longer.
-                self.restart_stepping = false;
-                tracing::debug!(
-                    window_ms = into.as_secs_f64() * 1e3,
-                    "pacing: a window that each refusal begins again, a round step shorter"
-                );
-                self.window = Some(into.min(window));
-                return Learned::Counted;
-            }
-            if self.restart_trying
-                && let Some((lower, _)) = self.restart_trial
-            {
-                self.restart_trial = None;
-                self.restart_trying = false;
-                tracing::debug!(
-                    lower_ms = lower.as_secs_f64() * 1e3,
-                    window_ms = into.as_secs_f64() * 1e3,
-                    "pacing: a silent window that each refusal begins again"
-                );
-                self.restarted_by_refusals = true;
-                self.restart_steps = true;
-                self.too_short = lower;
-                self.too_short_for = self.previous_admitted;
-                // A climb above the quota measured would be refused, and begin the window
-                // again.
-                self.ceiling = Some(self.ceiling.unwrap_or(self.floor).min(self.floor).max(1));
-                self.round_window = None;
-                self.window = Some(into);
+            if self.restart_admitted(into, window) {
                 return Learned::Counted;
             }
             if into < window {
@@ -1064,20 +744,8 @@ impl Silence {
         {
             return pause;
         }
-        if let Some(pause) = self.refused_restarting(now, ticket, was_probe) {
+        if let Some(pause) = self.restart_refused(now, ticket, was_probe) {
             return pause;
-        }
-        if self.restart_trying {
-            if was_probe
-                && ticket.window == Some(self.window_start)
-                && let Some(window) = self.window
-            {
-                return self.restart_trial_refused(now, window);
-            }
-            // Refused inside the trial's window: not a window that refusals begin again, or
-            // not one that short. The trial is not made again.
-            self.restart_trial = None;
-            self.restart_trying = false;
         }
         self.unproven = true;
         self.rested = false;
@@ -1140,24 +808,6 @@ impl Silence {
         let pause = probing.aim(now, pause, first);
         self.probing = Some(probing);
         pause
-    }
-
-    /// The trial of a window that each refusal begins again (see [`Silence::restart_reading`])
-    /// was refused: they do not, and the window's bounds stand. The trial's window is undone
-    /// (the one before it goes on, and it was not refused: the trial went only after a window
-    /// with no refusal), and its successor goes where the search has it, at that instant: the
-    /// pause is aimed, not spread (see [`Silence::probe_aimed`]). Spread, it sent the next
-    /// window up to a tenth of the pause late, where a clock's window that had begun meanwhile
-    /// let the search's next trial in, and the search went on below the window (the grid's
-    /// fixed 30 per 3 s: 13-14 × 429 where 9).
-    fn restart_trial_refused(&mut self, now: Duration, window: Duration) -> Duration {
-        self.restart_trial = None;
-        self.restart_trying = false;
-        self.undo_window();
-        self.used = u64::MAX;
-        self.aimed_at_window = true;
-        let next = self.window_start.saturating_add(self.next_try(window));
-        next.saturating_sub(now).max(Duration::from_millis(1))
     }
 
     /// The current window's first request was refused: the window before it goes on, with
@@ -1535,25 +1185,6 @@ mod tests {
         silence.bucket_hi = 3.05;
         silence.used = 6;
         silence
-    }
-
-    #[test]
-    fn no_two_round_intervals_lie_within_four_percent() {
-        // So a trial a 128th to a 64th over one is over no other (`round_tried`).
-        let mut rounds: Vec<Duration> = round_intervals().collect();
-        rounds.sort_unstable();
-        for pair in rounds.windows(2) {
-            assert!(
-                pair[1].as_secs_f64() > pair[0].as_secs_f64() * 1.04,
-                "{:?} and {:?}",
-                pair[0],
-                pair[1]
-            );
-        }
-        // 150 a minute is among them, 12 a second (83 ms) is not.
-        assert!(rounds.contains(&Duration::from_millis(400)));
-        assert_eq!(round_tried(Duration::from_micros(406_250)), Some(MS * 400));
-        assert_eq!(round_tried(Duration::from_micros(84_000)), None);
     }
 
     fn goes_at(silence: &mut Silence, now: Duration) -> Option<Duration> {
