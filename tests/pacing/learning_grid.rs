@@ -925,6 +925,12 @@ async fn shapes_and_parameters_named_nowhere_else_silent() {
 ///   with 7, seeds 1-4 (real: 1.065 ×, and 5 per 3 s 1.117 × where 1.724 ×,
 ///   `acceptance-2026-12-07-restart-steps-ab.txt`). Left: the first window's probes, 5 s to
 ///   find a window of 1.5 s.
+/// - The same of 8 per 2.5 s over 600 requests: 1.07 × with 8 × 429, none late (seed 1; real
+///   `@fastify/rate-limit`, one job: 1.075 × with 8, `acceptance-2026-12-07-survey-unnamed.txt`).
+///   The first window's probes are refused up to 5 s (gaps of 2 s at most) and admitted at
+///   10 s, a gap of 5 s; the trial of that gap is admitted and the round steps under it go a
+///   window each, 4.03, 3.02, then 2.52 s: about 7.6 s lost to the first window and 4.6 s to
+///   the steps.
 #[tokio::test(start_paused = true)]
 #[ignore = "known failures (issue 17): see the doc comment for what each measures"]
 async fn known_failures() {
@@ -1049,6 +1055,16 @@ async fn known_failures() {
             Shape::Restarted(4, ms(1500)),
             Says::Silent,
             200,
+            10,
+            10,
+            0,
+            1.05,
+        ),
+        case(
+            "silent restarted 8/2.5s",
+            Shape::Restarted(8, ms(2500)),
+            Says::Silent,
+            600,
             10,
             10,
             0,
