@@ -125,7 +125,13 @@
 //!   until 6% apart; a proven interval refused later is the edge, and the pace settles 5%
 //!   slower. It starts at the first window over its burst, tried shorter at once when the
 //!   window that handed it over admitted a quarter of that burst or more (then it is slower
-//!   than the edge).
+//!   than the edge);
+//! - the first window's probe admitted at least 1.75 times as long after the last refusal as
+//!   any refused probe went after the one before: each refusal may have begun the window
+//!   again (`@fastify/rate-limit`'s `continueExceeding`), and the window be that gap. The
+//!   next window with no refusal tries it, once: refused, the search goes on; admitted, the
+//!   window is measured from the requests that begin it, each refusal holds the key a window,
+//!   and the round lengths under the gap are tried, longest first, until one is refused.
 //!
 //! So windows (fixed, from a client's first request, moving) settle on their quota and
 //! length, and rates (GCRA, leaky and token buckets) on a pace: with a burst, the rate the
@@ -152,8 +158,15 @@
 //! - `rate`: how fast a stated quota frees when it comes back a little at a time;
 //! - `side`: the quotas stated beside the governing one;
 //! - `silent`, `silent_rate`, `silent_pace` and `fleet`: a server that states nothing, as
-//!   windows, as a rate, as an even pace, and learned by many processes as one;
+//!   windows, as a rate, as an even pace, and learned by many processes as one; under
+//!   `silent/`, the probes after a refusal (`probes`), the round numbers tried first
+//!   (`round`), a window that each refusal begins again (`restart`), and the hand-overs to
+//!   the rate and the even pace (`handover`);
 //! - `snapshot`: what the pacer shows of it all.
+//!
+//! The tests on a manual clock follow the same lines: `tests.rs` holds the helpers and a key
+//! with no news, `tests/` one file for each of stated windows, moving windows, silent
+//! windows, a window that refusals begin again, and buckets and counters.
 
 use std::time::Duration;
 
