@@ -39,7 +39,7 @@ mod restart;
 mod round;
 
 use self::handover::REFUTED_BY_FAR;
-use self::probes::{FIRST_PAUSE, LONGEST_PAUSE, PAUSE_GROWTH, Probing, REMEASURE_SHARE};
+use self::probes::{FIRST_PAUSE, PAUSE_GROWTH, Probing, REMEASURE_SHARE, grown_pause};
 use self::restart::Restart;
 use self::round::{
     ROUND_WINDOWS_MS, just_over, rate_margin, round_intervals_by_the_minute,
@@ -700,7 +700,7 @@ impl Silence {
             probing.refused_after = ticket.sent.saturating_sub(probing.from);
             probing.probe_refused = true;
             let pause = probing.next_pause;
-            probing.next_pause = pause.mul_f64(PAUSE_GROWTH).min(LONGEST_PAUSE);
+            probing.next_pause = grown_pause(pause, gap);
             return probing.aim(now, pause, first);
         }
         let probing = match self.window {

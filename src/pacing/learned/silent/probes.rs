@@ -14,8 +14,13 @@ pub(super) const PAUSE_GROWTH: f64 = 1.5;
 /// A window measured again (its estimate refused at its end) is probed first this share of
 /// it after the refusal, if that is longer than [`FIRST_PAUSE`].
 pub(super) const REMEASURE_SHARE: u32 = 16;
-/// The longest pause between probes of a silent server.
-pub(super) const LONGEST_PAUSE: Duration = Duration::from_secs(30);
+/// The longest pause between probes of a silent server, until a probe sent that long after
+/// the refusal before it is refused too (see [`grown_pause`]).
+const LONGEST_PAUSE: Duration = Duration::from_secs(30);
+/// The longest pause between probes once one sent [`LONGEST_PAUSE`] after a refusal was
+/// refused too: ten minutes, the longest round window tried
+/// ([`ROUND_WINDOWS_MS`](super::round::ROUND_WINDOWS_MS)).
+const LONGEST_PRESSED_PAUSE: Duration = Duration::from_secs(600);
 /// A round offset up to this share of the pause past a probe's due time is waited for: a
 /// probe at 9.3 s, then one just after 10 s, was two 429s for a window of 10 s, where the
 /// pause grown by half from 5 s fell short of it.
@@ -63,6 +68,28 @@ impl Probing {
         self.round = round.map(|(offset, _)| offset);
         round.map_or(pause, |(_, to)| to)
     }
+}
+
+/// The pause before the next probe after `pause`, once a probe sent `gap` after the refusal
+/// before it was refused: half again as long, up to [`LONGEST_PAUSE`]; past it, once `gap`
+/// reached it, up to [`LONGEST_PRESSED_PAUSE`]. A window that each refusal begins again
+/// (see the `restart` module) and is longer than the longest pause refuses every probe sent
+/// at it, each refusal beginning the window again: a key probed every 30 s against such a
+/// window of 45 s was never let in again. A long fixed window draws fewer 429s too, at the
+/// cost of a probe up to half its pause late.
+pub(super) fn grown_pause(pause: Duration, gap: Duration) -> Duration {
+    let longest = if pressed(gap) {
+        LONGEST_PRESSED_PAUSE
+    } else {
+        LONGEST_PAUSE
+    };
+    pause.mul_f64(PAUSE_GROWTH).min(longest)
+}
+
+/// Whether a probe refused `gap` after the refusal before it went at the longest pause
+/// ([`LONGEST_PAUSE`]) or later: the pauses grow on past it (see [`grown_pause`]).
+pub(super) fn pressed(gap: Duration) -> bool {
+    gap >= LONGEST_PAUSE
 }
 
 /// The first window's next probe, due at `due`: just after the first round offset from

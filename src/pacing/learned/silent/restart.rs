@@ -14,7 +14,7 @@
 
 use std::time::Duration;
 
-use super::probes::Probing;
+use super::probes::{Probing, pressed};
 use super::round::{ROUND_OFFSETS_MS, ROUND_WINDOWS_MS, rate_margin};
 use super::{Silence, Ticket};
 
@@ -80,6 +80,11 @@ impl Restart {
 /// the window again. A window that they do not begin again ends at its own time, whatever the
 /// gaps, and probes that go just after round offsets can double a gap: a round window of 3 s
 /// probed at 2 s and 3 s reads the same as a window of 1 s begun again at each refusal.
+/// Once a probe refused went at the longest pause or later, the pauses grow by half and no
+/// more (see [`grown_pause`](super::probes::grown_pause)): any gap admitted longer than every
+/// one refused is then worth the trial (a window of 45 s begun again at each refusal, let in
+/// at a gap of 45 s after one of 30 s, was otherwise searched above the 120 s of the last
+/// probe refused, and paced at 126-143 s).
 fn reading(
     probing: &Probing,
     admitted: Duration,
@@ -89,7 +94,8 @@ fn reading(
     let longest = probing.longest_refused_gap;
     (probing.probe_refused
         && !longest.is_zero()
-        && gap.as_secs_f64() >= RESTART_GAP_RATIO * longest.as_secs_f64()
+        && (gap.as_secs_f64() >= RESTART_GAP_RATIO * longest.as_secs_f64()
+            || (pressed(longest) && gap > longest))
         && gap < too_short)
         .then_some((longest, gap))
 }

@@ -146,3 +146,37 @@ fn a_window_that_refusals_do_not_begin_again_pays_one_trial_and_keeps_its_length
     assert!(refused <= 9, "{refused} refusals");
     assert!(window >= secs(3), "{window:?}");
 }
+
+#[test]
+fn a_window_that_each_refusal_begins_again_longer_than_the_longest_pause_is_let_in_again() {
+    // 5 per 45 s, begun again by each refusal: the probes go back to round offsets up to 60 s,
+    // then 30 s apart, and each one refused begins the window again (capped at 30 s, the
+    // pauses never let one in). Once a probe sent 30 s after a refusal is refused too, the
+    // pauses grow on by half: the one of 45 s after the refusal at 120.5 s is let in, the
+    // trial of that gap too, and the windows go 45 s apart from then on, with no refusal.
+    let mut q = KeyQuota::new(false);
+    let sent = drive_silently(
+        &mut q,
+        &mut first_request_window(5, secs(45), true),
+        secs(600),
+    );
+    let first_refused = sent.iter().position(|(_, ok)| !ok).expect("a refusal");
+    let admitted: Vec<Duration> = sent[first_refused..]
+        .iter()
+        .filter(|(_, ok)| *ok)
+        .map(|(at, _)| *at)
+        .collect();
+    let escaped = *admitted
+        .first()
+        .expect("let in again after the first refusal");
+    assert!(escaped < secs(180), "let in again at {escaped:?}");
+    let late = refused_between(&sent, escaped, secs(600));
+    assert!(late.is_empty(), "refused after {escaped:?}: {late:?}");
+    // Each window's first request, 45 s (and a margin) after the last one's.
+    let firsts: Vec<Duration> = admitted.iter().step_by(5).copied().collect();
+    assert!(firsts.len() >= 9, "{firsts:?}");
+    assert!(
+        firsts.windows(2).all(|w| w[1] - w[0] < MS * 45_500),
+        "{firsts:?}"
+    );
+}

@@ -376,13 +376,13 @@ fn a_settled_interval_refused_at_its_end_grows_a_step_and_is_not_measured_again(
 }
 
 #[test]
-fn probe_pauses_grow_by_half_back_to_round_offsets_and_up_to_thirty_seconds() {
+fn probe_pauses_grow_by_half_back_to_round_offsets_up_to_thirty_seconds_then_on_if_refused_there() {
     let mut q = KeyQuota::new(false);
     let ticket = reserve(&mut q, Duration::ZERO);
     let mut pause = see(&mut q, MS, ticket, true, &silent()).unwrap();
     let mut now = MS + pause;
     let mut sent = vec![now];
-    for _ in 0..20 {
+    for _ in 0..24 {
         let probe = reserve(&mut q, now);
         pause = see(&mut q, now, probe, true, &silent()).unwrap();
         now += pause;
@@ -405,9 +405,27 @@ fn probe_pauses_grow_by_half_back_to_round_offsets_and_up_to_thirty_seconds() {
     ] {
         assert!(sent.contains(&round), "{round:?} in {sent:?}");
     }
-    // Every pause 30 s at most, and 30 s at the end.
-    assert!(sent.windows(2).all(|w| w[1] - w[0] <= secs(30)));
-    assert_eq!(sent[20] - sent[19], secs(30));
+    // Every pause 30 s at most, until a probe sent 30 s after a refusal is refused too (the
+    // one at 90.2 s): then each half again the one before, up to ten minutes.
+    let pauses: Vec<Duration> = sent.windows(2).map(|w| w[1] - w[0]).collect();
+    assert!(pauses[..14].iter().all(|&p| p <= secs(30)), "{pauses:?}");
+    assert_eq!(&pauses[12..14], &[secs(30), secs(30)]);
+    let ms = Duration::from_micros;
+    assert_eq!(
+        &pauses[14..],
+        &[
+            secs(45),
+            ms(67_500_000),
+            ms(101_250_000),
+            ms(151_875_000),
+            ms(227_812_500),
+            ms(341_718_750),
+            ms(512_578_125),
+            secs(600),
+            secs(600),
+            secs(600),
+        ]
+    );
 }
 
 #[test]
