@@ -27,7 +27,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use reqwest_middleware::{ClientWithMiddleware, Middleware, Next};
 use reqwest_polite::PoliteClientBuilder;
 use reqwest_polite::limiter::redis::{RedisOptions, RedisStore};
-use reqwest_polite::pacing::{Pacer, SharedBucket};
+use reqwest_polite::pacing::{Pacer, PacingMode, SharedBucket};
 use reqwest_polite::retry::{RetryMiddleware, RetryPolicy};
 use reqwest_polite::time::Rate;
 use reqwest_retry::RetryTransientMiddleware;
@@ -66,6 +66,10 @@ struct Args {
     /// How many requests --rate lets go at once after an idle spell.
     #[arg(long, default_value_t = NonZeroU32::MIN, requires = "rate")]
     burst: NonZeroU32,
+    /// The longest a request waits for the pacer, in seconds (default 60): a request that
+    /// would wait longer is returned with an error, not sent.
+    #[arg(long, value_parser = parse_period)]
+    max_wait: Option<f64>,
     /// Share the --rate bucket through this Redis (e.g. redis://127.0.0.1:6379) with every
     /// process using the same --key; without --rate, share what the processes learn.
     #[arg(long)]
@@ -131,6 +135,11 @@ async fn pacer_for(args: &Args) -> Result<Option<Pacer>, Box<dyn std::error::Err
         (None, Some(rate)) => pacer.rate(rate),
         (None, None) => pacer,
     };
+    if let Some(max_wait) = args.max_wait {
+        pacer = pacer.mode(PacingMode::Wait {
+            max_wait: Duration::from_secs_f64(max_wait),
+        });
+    }
     Ok(Some(pacer.learn_from_server(!args.no_learn).build()))
 }
 
