@@ -930,6 +930,56 @@ async fn a_silent_server_is_learned_by_all_as_one() {
     assert_eq!(call(silent_take_call(&keys, 20)).await[0], "0");
 }
 
+/// A silent server's estimate, shared, while it is probed: counting began ARGV[1] ms ago
+/// (10 admitted, the quota 10), the next pause ARGV[2] ms, the last refusal ARGV[3] ms after
+/// counting began, and the probe `racer-0` sent just now.
+static ARRANGE_PROBING: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(
+        "local t = redis.call('TIME') \
+         local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) \
+         redis.call('HSET', KEYS[2], 'silent', '1') \
+         redis.call('HSET', KEYS[6], 'start', now - tonumber(ARGV[1]), 'admitted', 10, \
+           'q', 10, 'probing', '1', 'pause', ARGV[2], 'rafter', ARGV[3], \
+           'probe', 'racer-0', 'ptime', now) \
+         redis.call('ZADD', KEYS[7], now, 'racer-0') \
+         return 1",
+    )
+});
+
+/// The probes of a silent server learned by all: a probe refused 15 s after the last refusal
+/// keeps the next pause at 30 s; one refused 31 s after it lets the pauses grow past 30 s (a
+/// window longer than that which each refusal begins again refuses every probe 30 s apart),
+/// to ten minutes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_silent_servers_probe_pauses_grow_past_thirty_seconds_once_one_that_long_is_refused() {
+    let _turn = take_turn(module_path!()).await;
+    let server = RedisServer::start();
+    let store = RedisStore::standalone(&server.url(), options())
+        .await
+        .unwrap();
+    // (counting began, the pause, the last refusal after counting began) -> the pause asked,
+    // and the next one.
+    let cases = [
+        (40_000, "30000", "25000", "30000", "30000"),
+        (40_000, "30000", "9000", "30000", "45000"),
+        (900_000, "500000", "100000", "500000", "600000"),
+    ];
+    for (rep, (began, pause, refused, asked, next)) in cases.into_iter().enumerate() {
+        let keys = keys("silent-pressed", rep, &SILENT_KEYS);
+        eval(
+            &store,
+            &ARRANGE_PROBING,
+            &keys,
+            &[&began.to_string(), pause, refused],
+        )
+        .await;
+        let reply = one_call(&store, silent_note_call(&keys, 0, true)).await;
+        assert_eq!(reply, ["1", asked], "case {rep}");
+        let now = eval(&store, &INSPECT_SILENT, &keys, &[]).await;
+        assert_eq!(now[2], next, "case {rep}: {now:?}");
+    }
+}
+
 /// Heads refused at a spent count ask again in the order they began to wait. Against a silent
 /// server (whose windows the store measures by when their first requests went) the first of
 /// them asks at the count's end, not held back by the spread: A began 5 min ago, first in

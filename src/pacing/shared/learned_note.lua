@@ -21,7 +21,7 @@ if KEYS[5] and (refused or ARGV[6] == '1') and (ARGV[6] == '1' or redis.call('HG
   -- after the first refusal grows until a probe is admitted, which bounds the window; each
   -- window's first request goes alone at the midpoint of the window known too short and the
   -- one known enough, until they are a sixteenth apart.
-  local FIRST_PAUSE, GROWTH, LONGEST = 250, 1.5, 30000
+  local FIRST_PAUSE, GROWTH, LONGEST, PRESSED = 250, 1.5, 30000, 600000
   redis.call('HSET', KEYS[2], 'silent', '1')
   redis.call('PEXPIRE', KEYS[2], tonumber(ARGV[5]))
   local S, F, G = KEYS[5], KEYS[6], KEYS[4]
@@ -99,9 +99,13 @@ if KEYS[5] and (refused or ARGV[6] == '1') and (ARGV[6] == '1' or redis.call('HG
     gate, pause = FIRST_PAUSE, math.floor(FIRST_PAUSE * GROWTH)
   elseif probing then
     if is_probe then
-      -- A probe refused: the window has not ended yet; the next probe goes later.
+      -- A probe refused: the window has not ended yet; the next probe goes later, up to
+      -- LONGEST, and past it up to PRESSED once a probe sent LONGEST or more after the last
+      -- refusal was refused too (as the silent model's probes.rs: a window longer than
+      -- LONGEST that each refusal begins again refuses every probe sent at LONGEST).
+      local most = (ptime - start - rafter >= LONGEST) and PRESSED or LONGEST
       rafter = ptime - start
-      gate, pause = pause, math.min(math.floor(pause * GROWTH), LONGEST)
+      gate, pause = pause, math.min(math.floor(pause * GROWTH), most)
     else
       gate = math.max(redis.call('PTTL', G), 1)
     end
