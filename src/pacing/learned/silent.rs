@@ -39,7 +39,7 @@ mod restart;
 mod round;
 
 use self::handover::REFUTED_BY_FAR;
-use self::probes::{FIRST_PAUSE, PAUSE_GROWTH, Probing, REMEASURE_SHARE, grown_pause};
+use self::probes::{FIRST_PAUSE, PAUSE_GROWTH, Probing, REMEASURE_SHARE};
 use self::restart::Restart;
 use self::round::{
     ROUND_WINDOWS_MS, just_over, rate_margin, round_intervals_by_the_minute,
@@ -695,13 +695,7 @@ impl Silence {
         let first = self.window.is_none();
         if let Some(probing) = &mut self.probing {
             // A probe failed: the window has not ended yet; wait longer before the next.
-            let gap = ticket.sent.saturating_sub(probing.last_refused());
-            probing.longest_refused_gap = probing.longest_refused_gap.max(gap);
-            probing.refused_after = ticket.sent.saturating_sub(probing.from);
-            probing.probe_refused = true;
-            let pause = probing.next_pause;
-            probing.next_pause = grown_pause(pause, gap);
-            return probing.aim(now, pause, first);
+            return probing.refused(ticket.sent, now, first);
         }
         let probing = match self.window {
             // The very first throttle: the quiet spell before it was one window.

@@ -57,6 +57,19 @@ impl Probing {
         self.from.saturating_add(self.refused_after)
     }
 
+    /// A probe sent at `sent` was refused at `now`: the window has not ended yet. Returns the
+    /// pause before the next probe (aimed at a round offset if `rounds`, see [`Probing::aim`]),
+    /// and grows the one after it (see [`grown_pause`]).
+    pub(super) fn refused(&mut self, sent: Duration, now: Duration, rounds: bool) -> Duration {
+        let gap = sent.saturating_sub(self.last_refused());
+        self.longest_refused_gap = self.longest_refused_gap.max(gap);
+        self.refused_after = sent.saturating_sub(self.from);
+        self.probe_refused = true;
+        let pause = self.next_pause;
+        self.next_pause = grown_pause(pause, gap);
+        self.aim(now, pause, rounds)
+    }
+
     /// The pause before the next probe, due `pause` after `now`: to just after the first
     /// round offset it would pass, if `rounds` (the first window's probes do; those that
     /// measure a window again do not, its edge is near the estimate; see [`round_probe`]).
@@ -77,7 +90,7 @@ impl Probing {
 /// at it, each refusal beginning the window again: a key probed every 30 s against such a
 /// window of 45 s was never let in again. A long fixed window draws fewer 429s too, at the
 /// cost of a probe up to half its pause late.
-pub(super) fn grown_pause(pause: Duration, gap: Duration) -> Duration {
+fn grown_pause(pause: Duration, gap: Duration) -> Duration {
     let longest = if pressed(gap) {
         LONGEST_PRESSED_PAUSE
     } else {

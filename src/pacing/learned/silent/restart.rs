@@ -81,10 +81,10 @@ impl Restart {
 /// gaps, and probes that go just after round offsets can double a gap: a round window of 3 s
 /// probed at 2 s and 3 s reads the same as a window of 1 s begun again at each refusal.
 /// Once a probe refused went at the longest pause or later, the pauses grow by half and no
-/// more (see [`grown_pause`](super::probes::grown_pause)): any gap admitted longer than every
-/// one refused is then worth the trial (a window of 45 s begun again at each refusal, let in
-/// at a gap of 45 s after one of 30 s, was otherwise searched above the 120 s of the last
-/// probe refused, and paced at 126-143 s).
+/// more (see [`Probing::refused`]): any gap admitted longer than every one refused is then
+/// worth the trial (a window of 45 s begun again at each refusal, let in at a gap of 45 s
+/// after one of 30 s, was otherwise searched above the 120 s of the last probe refused, and
+/// paced at 126-143 s).
 fn reading(
     probing: &Probing,
     admitted: Duration,
