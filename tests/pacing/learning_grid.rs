@@ -14,6 +14,9 @@
 //! send times (an `x` marks a 429), and `RUST_LOG=reqwest_polite=trace` what the learner
 //! decided. The jitter is drawn from a seed, printed at each sweep's start and with its
 //! failures: `SEED=<it>` replays a sweep; without it, each sweep draws a seed of its own.
+//! `CLIENT=governor` runs every case through a governor set by hand to the exact quota
+//! instead of the default client (see [`by_hand`]), held to the same bars: where it misses
+//! a bar too, no client that does not know more than the quota meets it.
 //! `scripts/grid_seeds.sh [--only <part>] [--base <rev>] <seed>...` runs both sweeps over
 //! several seeds (and on another revision, for a change's two sides) and prints each case's
 //! spread.
@@ -191,6 +194,26 @@ fn minimum(shape: &Shape, n: u64) -> Duration {
     }
 }
 
+/// The quota as a governor set by hand to it would be, the way `scripts/acceptance.sh` sets
+/// its `governor` client: a window (or a counter) of Q per W as Q per W spaced evenly (a burst
+/// of Q would spend a second window's quota within the first), a rate as the same GCRA.
+fn by_hand(shape: &Shape) -> Rate {
+    let window = |l: u64, w: Duration| {
+        Rate::new(nz(u32::try_from(l).expect("a small quota")), w).expect("a valid window")
+    };
+    match *shape {
+        Shape::Fixed(l, w)
+        | Shape::FirstRequest(l, w)
+        | Shape::Restarted(l, w)
+        | Shape::Log(l, w)
+        | Shape::HeldLog(l, w, _)
+        | Shape::Counter(l, w)
+        | Shape::Counting(l, w) => window(l, w),
+        Shape::Bucket(r, b) | Shape::Leaky(r, b) => Rate::per_second(nz(r)).with_burst(nz(b)),
+        Shape::LeakyPerMinute(r) => window(u64::from(r), Duration::from_secs(60)),
+    }
+}
+
 /// One job of the grid and its bars: `most` × 429 in all, `late` in the job's second half,
 /// within `ratio` × the quota's minimum.
 struct Case {
@@ -238,6 +261,11 @@ async fn sweep(cases: Vec<Case>, phases: u64) {
         .and_then(|p| p.parse::<u128>().ok());
     // What the learner decided, for one case at one phase (`ONLY`, `PHASE_MS`).
     trace_if_asked();
+    let governor = match std::env::var("CLIENT").ok().as_deref() {
+        None | Some("default") => false,
+        Some("governor") => true,
+        Some(other) => panic!("CLIENT={other}: the clients are default and governor"),
+    };
     let seed = std::env::var("SEED")
         .ok()
         .and_then(|s| s.parse::<u64>().ok())
@@ -259,7 +287,8 @@ async fn sweep(cases: Vec<Case>, phases: u64) {
             }
             start_at_phase(phase).await;
             let responder = build(shape, says).responder().expect("a valid mock");
-            let run = simulated_sync_job(seeded(seed, name, phase), &responder, tasks, n).await;
+            let client = seeded(seed, name, phase, governor.then(|| by_hand(shape)));
+            let run = simulated_sync_job(client, &responder, tasks, n).await;
             let ratio = run.elapsed.as_secs_f64() / min.as_secs_f64();
             if std::env::var("TIMELINE").is_ok() {
                 println!(
@@ -293,15 +322,30 @@ async fn sweep(cases: Vec<Case>, phases: u64) {
     );
 }
 
-/// The default client, its jitter (the retry layer's and the pacer's) drawn from a generator
-/// seeded for one case at one phase of the sweep seeded `seed`.
-fn seeded(seed: u64, case: &str, phase: Duration) -> PoliteClientBuilder {
+/// A governor at the exact rate of a bucket draws a 429 whenever the network brings two
+/// requests closer than the rate, and the same request can draw several (against a window
+/// that each refusal begins again, more than 20): its retries go up from the default 3, so
+/// that the sweep counts its 429s where it would fail on a lost request.
+const GOVERNOR_RETRIES: u32 = 1_000;
+
+/// The default client, or with `rate` a governor set by hand to it that learns nothing from
+/// the answers (a 429 is still retried after what it says), its jitter (the retry layer's and
+/// the pacer's) drawn from a generator seeded for one case at one phase of the sweep seeded
+/// `seed`.
+fn seeded(seed: u64, case: &str, phase: Duration, rate: Option<Rate>) -> PoliteClientBuilder {
     let mut hasher = std::hash::DefaultHasher::new();
     std::hash::Hash::hash(&(seed, case, phase), &mut hasher);
     let seed = std::hash::Hasher::finish(&hasher);
+    let (pacer, retries) = match rate {
+        Some(rate) => (
+            Pacer::builder().rate(rate).learn_from_server(false),
+            GOVERNOR_RETRIES,
+        ),
+        None => (Pacer::builder(), RetryPolicy::new().max_retries()),
+    };
     PoliteClientBuilder::new()
-        .retry_policy(RetryPolicy::new().with_seed(seed))
-        .pacer(Pacer::builder().seed(seed).build())
+        .retry_policy(RetryPolicy::new().with_seed(seed).with_max_retries(retries))
+        .pacer(pacer.seed(seed).build())
 }
 
 /// A run is replayed by its seed: the same send times and the same 429s, at every instant,
@@ -317,7 +361,8 @@ async fn a_seed_replays_a_run_and_another_seed_draws_another() {
         let responder = build(&shape, Says::Silent)
             .responder()
             .expect("a valid mock");
-        let run = simulated_sync_job(seeded(seed, "replay", ms(375)), &responder, 10, 200).await;
+        let run =
+            simulated_sync_job(seeded(seed, "replay", ms(375), None), &responder, 10, 200).await;
         assert!(run.rejected > 0, "no 429 to draw a pause after");
         runs.push((run.rejected, run.timeline()));
     }
