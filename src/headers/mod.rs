@@ -163,6 +163,25 @@ pub struct RateLimitInfo {
     /// assert_eq!(RateLimitInfo::from_headers(&headers).grain, None);
     /// ```
     pub grain: Option<Duration>,
+    /// How coarse `reset` is, when it comes in whole seconds (`t`, `RateLimit-Reset`, an
+    /// `X-RateLimit-Reset` in seconds or a Unix time): the quota may free up to this much
+    /// before it. Unlike [`grain`](Self::grain), it does not follow `Retry-After`: a
+    /// server that states a reset in whole seconds beside a `Retry-After` with a fraction
+    /// (rate-limiter-flexible's README sends both, on every answer) still rounds the reset.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use reqwest_polite::RateLimitInfo;
+    ///
+    /// let mut headers = http::HeaderMap::new();
+    /// headers.insert("x-ratelimit-remaining", "0".parse().unwrap());
+    /// headers.insert("x-ratelimit-reset", "1796007645".parse().unwrap());
+    /// headers.insert("retry-after", "0.734".parse().unwrap());
+    /// let info = RateLimitInfo::from_headers(&headers);
+    /// assert_eq!(info.grain, None);
+    /// assert_eq!(info.reset_grain, Some(Duration::from_secs(1)));
+    /// ```
+    pub reset_grain: Option<Duration>,
     /// Every policy the response stated, in every dialect, so a pacer can adopt a quota.
     pub policies: Vec<QuotaPolicy>,
 }
@@ -384,19 +403,19 @@ impl RateLimitInfo {
             }
         }
         let governing = governing(&policies).cloned();
-        let whole_seconds = match (&retry_after, &governing) {
-            (Some(_), _) => retry_after::in_whole_seconds(headers),
-            (None, Some(policy)) => {
-                policy.reset.is_some()
-                    && matches!(
-                        policy.source,
-                        PolicySource::Ietf
-                            | PolicySource::Draft07
-                            | PolicySource::Draft06
-                            | PolicySource::XRateLimit
-                    )
-            }
-            (None, None) => false,
+        let reset_in_whole_seconds = governing.as_ref().is_some_and(|policy| {
+            policy.reset.is_some()
+                && matches!(
+                    policy.source,
+                    PolicySource::Ietf
+                        | PolicySource::Draft07
+                        | PolicySource::Draft06
+                        | PolicySource::XRateLimit
+                )
+        });
+        let whole_seconds = match retry_after {
+            Some(_) => retry_after::in_whole_seconds(headers),
+            None => reset_in_whole_seconds,
         };
         RateLimitInfo {
             limit: governing.as_ref().and_then(|p| p.quota),
@@ -405,6 +424,7 @@ impl RateLimitInfo {
             window: governing.as_ref().and_then(|p| p.window),
             retry_after,
             grain: whole_seconds.then_some(Duration::from_secs(1)),
+            reset_grain: reset_in_whole_seconds.then_some(Duration::from_secs(1)),
             policies,
         }
     }

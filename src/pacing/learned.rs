@@ -741,7 +741,8 @@ impl KeyQuota {
     ) -> Option<Duration> {
         let epoch = ticket.epoch;
         if info.reset.is_some() || info.retry_after.is_some() {
-            self.coarse = info.grain.is_some();
+            // The windows end at the stated reset: rounded up, whatever `Retry-After` beside it.
+            self.coarse = info.grain.is_some() || info.reset_grain.is_some();
         }
         if let Some(limit) = info.limit {
             self.limit = Some(limit);

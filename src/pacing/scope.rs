@@ -482,7 +482,7 @@ impl Scopes {
         let Some(member) = self.partitions.get_mut(partition) else {
             return Change::None;
         };
-        let tolerance = info.grain.map_or(FINE_TOLERANCE, |grain| grain / 2);
+        let tolerance = info.reset_grain.map_or(FINE_TOLERANCE, |grain| grain / 2);
         let reset_at = now.saturating_add(reset);
         let new_window = member.last.as_ref().is_none_or(|last| {
             reset_at.abs_diff(last.reset_at) > tolerance.max(last.tolerance)

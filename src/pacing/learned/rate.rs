@@ -285,7 +285,7 @@ impl KeyQuota {
         // Only a quota that may be paced is measured (see `paced_interval`): its resets are
         // stated in whole seconds and no window is. The others (an IETF server's, say) keep
         // no samples, and their keys no box.
-        if info.grain.is_none() || info.window.is_some() {
+        if info.reset_grain.is_none() || info.window.is_some() {
             return;
         }
         // Ended already, so no other request of ours is out when none is in flight.
@@ -522,6 +522,7 @@ mod tests {
             reset: Some(whole - now),
             retry_after: Some(whole - now),
             grain: Some(Duration::from_secs(1)),
+            reset_grain: Some(Duration::from_secs(1)),
             ..RateLimitInfo::default()
         }
     }

@@ -342,7 +342,8 @@ impl KeyQuota {
                 _ => None,
             };
         }
-        if let (Some(from), Some(reset), Some(grain)) = (self.span.from, info.reset, info.grain)
+        if let (Some(from), Some(reset), Some(grain)) =
+            (self.span.from, info.reset, info.reset_grain)
             && self.spans_rounded()
         {
             self.span

@@ -133,6 +133,7 @@ fn coarse(remaining: u64, reset: Duration) -> RateLimitInfo {
         remaining: Some(remaining),
         reset: Some(reset),
         grain: Some(secs(1)),
+        reset_grain: Some(secs(1)),
         ..RateLimitInfo::default()
     }
 }
@@ -150,6 +151,7 @@ fn refused_until(now: Duration, latest: Duration) -> RateLimitInfo {
 fn per_second(remaining: u64) -> RateLimitInfo {
     RateLimitInfo {
         grain: Some(secs(1)),
+        reset_grain: Some(secs(1)),
         ..info(10, remaining, secs(1), Some(secs(1)))
     }
 }

@@ -213,6 +213,34 @@ fn a_whole_second_reset_lets_one_request_probe_before_it_and_its_success_opens_t
 }
 
 #[test]
+fn a_whole_second_reset_is_probed_before_even_beside_a_finer_retry_after() {
+    // rate-limiter-flexible's README headers, on every answer: the reset as a Unix time
+    // (whole seconds, rounded up) and a `Retry-After` with a fraction of a second. The reset
+    // is still rounded: one request probes before it, as without the `Retry-After` (waiting
+    // for the stated second cost a third of the quota's time: windows of 2 s every 3 s).
+    let fine_wait = |remaining: u64, reset: Duration| RateLimitInfo {
+        retry_after: Some(reset - MS * 300),
+        grain: None,
+        ..coarse(remaining, reset)
+    };
+    let mut q = KeyQuota::default();
+    let first = reserve(&mut q, Duration::ZERO);
+    see(&mut q, MS, first, false, &fine_wait(19, secs(2) - MS));
+    let rest: Vec<Ticket> = (0..19).map(|_| reserve(&mut q, MS * 2)).collect();
+    for (i, ticket) in rest.into_iter().enumerate() {
+        let left = 18 - i as u64;
+        see(
+            &mut q,
+            MS * 3,
+            ticket,
+            false,
+            &fine_wait(left, secs(2) - MS * 3),
+        );
+    }
+    assert_eq!(q.try_reserve(MS * 4, 1), Admission::WaitUntil(MS * 1875));
+}
+
+#[test]
 fn refused_probes_narrow_the_phase_which_carries_over_to_the_next_window() {
     let mut q = KeyQuota::default();
     spend_window(&mut q, secs(2));
@@ -449,6 +477,7 @@ fn answers_of_a_new_window_that_came_before_the_one_that_showed_its_roll_are_cou
 fn three_of_a_rounded_window_spent() -> (KeyQuota, Duration) {
     let stated = |left: u64| RateLimitInfo {
         grain: Some(secs(1)),
+        reset_grain: Some(secs(1)),
         ..info(4, left, secs(2), Some(secs(2)))
     };
     let mut q = KeyQuota::default();
