@@ -402,16 +402,33 @@ impl RateLimitInfo {
                 policy.reset = policy.reset.map(|reset| reset.min(wait));
             }
         }
+        let in_whole_seconds = |policy: &QuotaPolicy| {
+            matches!(
+                policy.source,
+                PolicySource::Ietf
+                    | PolicySource::Draft07
+                    | PolicySource::Draft06
+                    | PolicySource::XRateLimit
+            )
+        };
+        // A `Retry-After` with a fraction of a second, within the second before a reset stated
+        // in whole seconds (rounded up), states the same instant finely: the reset is taken
+        // from it (rate-limiter-flexible's README sends both on every answer, the reset as a
+        // Unix time, `Retry-After` as the milliseconds left over a thousand).
+        let fine_wait = retry_after.filter(|_| !retry_after::in_whole_seconds(headers));
+        if let Some(wait) = fine_wait {
+            let rounded_from_it = |reset: Duration| {
+                reset >= wait && reset.saturating_sub(wait) < Duration::from_secs(1)
+            };
+            for policy in policies.iter_mut().filter(|p| in_whole_seconds(p)) {
+                if policy.reset.is_some_and(rounded_from_it) {
+                    policy.reset = Some(wait);
+                }
+            }
+        }
         let governing = governing(&policies).cloned();
         let reset_in_whole_seconds = governing.as_ref().is_some_and(|policy| {
-            policy.reset.is_some()
-                && matches!(
-                    policy.source,
-                    PolicySource::Ietf
-                        | PolicySource::Draft07
-                        | PolicySource::Draft06
-                        | PolicySource::XRateLimit
-                )
+            policy.reset.is_some() && policy.reset != fine_wait && in_whole_seconds(policy)
         });
         let whole_seconds = match retry_after {
             Some(_) => retry_after::in_whole_seconds(headers),

@@ -51,6 +51,37 @@ fn github_epoch_reset_is_measured_against_the_date_header() {
 }
 
 #[test]
+fn a_fractional_retry_after_within_a_whole_second_reset_states_the_same_instant_finely() {
+    // rate-limiter-flexible's README headers on an admitted answer, read 0.3 s into a second:
+    // the window ends 1.734 s on, the reset as a Unix time rounded up (2.7 s on), Retry-After
+    // the milliseconds left over a thousand.
+    let now = UNIX_EPOCH + Duration::from_millis(SERVER_NOW * 1000 + 300);
+    let flexible = |retry_after: &'static str| {
+        parse(
+            &[
+                ("x-ratelimit-limit", "12"),
+                ("x-ratelimit-remaining", "3"),
+                ("x-ratelimit-reset", "1796007603"),
+                ("retry-after", retry_after),
+            ],
+            now,
+        )
+    };
+    let info = flexible("1.734");
+    assert_eq!(info.reset, Some(Duration::from_millis(1734)));
+    assert_eq!((info.grain, info.reset_grain), (None, None));
+    // A wait that is not within the second before the reset speaks of something else: the
+    // reset stays as stated, rounded up.
+    let info = flexible("0.5");
+    assert_eq!(info.reset, Some(Duration::from_millis(2700)));
+    assert_eq!(info.reset_grain, secs(1));
+    // A Retry-After in whole seconds is as coarse as the reset: nothing to refine.
+    let info = flexible("2");
+    assert_eq!(info.reset, Some(Duration::from_millis(2700)));
+    assert_eq!(info.reset_grain, secs(1));
+}
+
+#[test]
 fn epoch_reset_without_a_date_header_uses_the_local_clock() {
     let info = parse(
         &[
