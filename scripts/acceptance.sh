@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Acceptance against rate limiters other people wrote: installs them from the package registries
-# (nginx's limit_req and HAProxy's stick tables from Debian, express-rate-limit and
-# @fastify/rate-limit from npm, Flask-Limiter with `limits` and `token-bucket` from PyPI), starts each on a free 127.0.0.1 port, runs a long job through
+# (nginx's limit_req and HAProxy's stick tables from Debian, express-rate-limit,
+# @fastify/rate-limit and rate-limiter-flexible from npm, Flask-Limiter with `limits` and `token-bucket` from PyPI), starts each on a free 127.0.0.1 port, runs a long job through
 # polite_fetch with three clients (the crate's default, which must learn the quota; stock
 # reqwest-retry; the crate's governor set by hand to the exact quota), and prints one markdown
 # table on stdout. Progress goes to stderr.
@@ -59,6 +59,11 @@ CACHE=${XDG_CACHE_HOME:-$HOME/.cache}/reqwest-polite-acceptance
 #                reset in seconds from now; draft: RateLimit-Limit/-Remaining/-Reset; none: a
 #                bare 429; continue: each refused request begins the window again
 #   flask        LIMIT WINDOW_S moving-window|sliding-window-counter|fixed-window headers|none
+#   flexible     POINTS DURATION_S BLOCK_S none|readme: rate-limiter-flexible's RateLimiterMemory
+#                (a fixed window from the client's first request, refused requests counted); a
+#                BLOCK_S above 0 blocks the key that long from its first refusal; readme: the
+#                headers its README sets (Retry-After with a fraction of a second,
+#                X-RateLimit-Limit/-Remaining, -Reset in epoch seconds), none: a bare 429
 #   nginx        RATE (Nr/s or Nr/m) BURST (0: none) RETRY_AFTER (seconds, or none)
 #   tokenbucket  RATE CAPACITY (the model's B is CAPACITY - 1)
 #   haproxy      LIMIT PERIOD_S (whole seconds) RETRY_AFTER (seconds, or none): a stick table's
@@ -98,6 +103,10 @@ PANEL=(
     "fastify-x-12per2s|fastify|fixed window from the client's first request, X-RateLimit-* (reset in seconds from now)|12 per 2 s|1|window 12 2|12 2000 x plain|360"
     "fastify-draft-40per4s|fastify|fixed window from the client's first request, RateLimit-Limit/-Remaining/-Reset|40 per 4 s|1|window 40 4|40 4000 draft plain|520"
     "fastify-bare-continue-6per1s|fastify|fixed window from the client's first request, bare 429, each refused request begins it again|6 per 1 s|0|window 6 1|6 1000 none continue|300"
+    "flexible-readme-12per2s|flexible|fixed window from the client's first request, README headers (Retry-After with a fraction, X-RateLimit-Reset a Unix time)|12 per 2 s|1|window 12 2|12 2 0 readme|360"
+    "flexible-readme-15per3s-block5|flexible|fixed window from the client's first request, README headers, the key blocked 5 s from its first refusal|15 per 3 s|1|window 15 3|15 3 5 readme|300"
+    "flexible-bare-7per1s|flexible|fixed window from the client's first request, bare 429|7 per 1 s|0|window 7 1|7 1 0 none|350"
+    "flexible-bare-10per1s-block2|flexible|fixed window from the client's first request, bare 429, the key blocked 2 s from its first refusal|10 per 1 s|0|window 10 1|10 1 2 none|300"
 )
 
 requests=600
@@ -230,10 +239,18 @@ spec_problem() {
             { [ "$model" = window ] && [ "$a" = "$x" ] && numbers_equal "$b" "$y" 1000; } \
                 || { echo "model '$model_args' is not @fastify/rate-limit's $x per $y ms (window $x $(awk -v y="$y" 'BEGIN { print y / 1000 }'))"; return; }
             ;;
-        *) echo "runner '$runner': express, fastify, flask, nginx, tokenbucket or haproxy"; return ;;
+        flexible)
+            { is_count "$x" && is_positive "$y" && is_count_or_zero "$z" \
+                && [[ $rest =~ ^(none|readme)$ ]]; } \
+                || { echo "flexible's arguments '$runner_args': POINTS DURATION_S BLOCK_S (whole seconds, 0 for none) none|readme"; return; }
+            # A client that never presses on is never blocked: the window is the quota.
+            { [ "$model" = window ] && [ "$a" = "$x" ] && numbers_equal "$b" "$y"; } \
+                || { echo "model '$model_args' is not rate-limiter-flexible's $x per $y s (window $x $y)"; return; }
+            ;;
+        *) echo "runner '$runner': express, fastify, flask, flexible, nginx, tokenbucket or haproxy"; return ;;
     esac
     local headers=none
-    case $runner in express | fastify) headers=$z ;; flask) headers=$rest ;; esac
+    case $runner in express | fastify) headers=$z ;; flask | flexible) headers=$rest ;; esac
     if [ "$headers" = none ] && [ "$states" = 1 ]; then
         echo "states its quota is 1, but $runner with these arguments sends no quota (a bare 429, or a static Retry-After)"
     elif [ "$headers" != none ] && [ "$states" = 0 ]; then
@@ -330,7 +347,9 @@ python_apps=""
 if [ -n "$python_apps" ] && ! python3 -c 'import ensurepip, venv' >/dev/null 2>&1; then
     apt_missing+=(python3-venv)
 fi
-if [[ $runners == *" express "* || $runners == *" fastify "* ]]; then
+node_runners=""
+[[ $runners == *" express "* || $runners == *" fastify "* || $runners == *" flexible "* ]] && node_runners=1
+if [ -n "$node_runners" ]; then
     command -v node >/dev/null 2>&1 || apt_missing+=(nodejs)
     command -v npm >/dev/null 2>&1 || apt_missing+=(npm)
 fi
@@ -362,10 +381,10 @@ fi
 
 fingerprint() { cat "$@" | sha256sum | cut -c1-16; }
 node_dir=""
-if [[ $runners == *" express "* || $runners == *" fastify "* ]]; then
+if [ -n "$node_runners" ]; then
     node_dir=$CACHE/node-$(fingerprint "$HERE/package-lock.json")
     if [ ! -f "$node_dir/.installed" ]; then
-        say "installing express, express-rate-limit, fastify and @fastify/rate-limit (npm ci) into $node_dir"
+        say "installing express, express-rate-limit, fastify, @fastify/rate-limit and rate-limiter-flexible (npm ci) into $node_dir"
         mkdir -p "$node_dir"
         cp "$HERE/package.json" "$HERE/package-lock.json" "$node_dir/"
         (cd "$node_dir" && npm ci --no-audit --no-fund --loglevel=error) >"$work/npm.log" 2>&1 \
@@ -410,6 +429,11 @@ start_server() {
             read -r limit window_ms headers exceeding <<<"$args"
             NODE_PATH=$node_dir/node_modules node "$HERE/fastify_limiter.js" \
                 "$port" "$limit" "$window_ms" "$headers" "$exceeding" >"$dir/server.err" 2>&1 &
+            ;;
+        flexible)
+            read -r points duration block headers <<<"$args"
+            NODE_PATH=$node_dir/node_modules node "$HERE/flexible_limiter.js" \
+                "$port" "$points" "$duration" "$block" "$headers" >"$dir/server.err" 2>&1 &
             ;;
         flask)
             read -r limit window strategy headers <<<"$args"
@@ -595,6 +619,8 @@ print("node", sys.argv[2])' "$node_dir/node_modules" "$(node --version)" ;;
 for name in ("@fastify/rate-limit", "fastify"):
     print(name, json.load(open(sys.argv[1] + "/" + name + "/package.json"))["version"], end=", ")
 print("node", sys.argv[2])' "$node_dir/node_modules" "$(node --version)" ;;
+        flexible) python3 -c 'import json, sys
+print("rate-limiter-flexible", json.load(open(sys.argv[1] + "/rate-limiter-flexible/package.json"))["version"] + ", node", sys.argv[2])' "$node_dir/node_modules" "$(node --version)" ;;
         flask) "$venv/bin/python" -c "from importlib.metadata import version as v
 print('Flask-Limiter', v('Flask-Limiter') + ', limits', v('limits') + ', Flask', v('Flask') + ', waitress', v('waitress'))" ;;
         tokenbucket) "$venv/bin/python" -c "from importlib.metadata import version as v
