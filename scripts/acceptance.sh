@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Acceptance against rate limiters other people wrote: installs them from the package registries
 # (nginx's limit_req and HAProxy's stick tables from Debian, express-rate-limit,
-# @fastify/rate-limit and rate-limiter-flexible from npm, Flask-Limiter with `limits` and `token-bucket` from PyPI), starts each on a free 127.0.0.1 port, runs a long job through
+# @fastify/rate-limit and rate-limiter-flexible from npm, Flask-Limiter and slowapi with `limits` and `token-bucket` from PyPI), starts each on a free 127.0.0.1 port, runs a long job through
 # polite_fetch with three clients (the crate's default, which must learn the quota; stock
 # reqwest-retry; the crate's governor set by hand to the exact quota), and prints one markdown
 # table on stdout. Progress goes to stderr.
@@ -59,6 +59,10 @@ CACHE=${XDG_CACHE_HOME:-$HOME/.cache}/reqwest-polite-acceptance
 #                reset in seconds from now; draft: RateLimit-Limit/-Remaining/-Reset; none: a
 #                bare 429; continue: each refused request begins the window again
 #   flask        LIMIT WINDOW_S moving-window|sliding-window-counter|fixed-window headers|none
+#   slowapi      LIMIT WINDOW_S moving-window|sliding-window-counter|fixed-window headers|none:
+#                slowapi behind Starlette and uvicorn, on the same `limits` strategies as flask;
+#                headers: its own (X-RateLimit-Reset the reset in epoch seconds plus one, with a
+#                fraction; Retry-After in whole seconds, truncated; on every answer)
 #   flexible     POINTS DURATION_S BLOCK_S none|readme: rate-limiter-flexible's RateLimiterMemory
 #                (a fixed window from the client's first request, refused requests counted); a
 #                BLOCK_S above 0 blocks the key that long from its first refusal; readme: the
@@ -106,6 +110,8 @@ PANEL=(
     "flexible-readme-12per2s|flexible|fixed window from the client's first request, README headers (Retry-After with a fraction, X-RateLimit-Reset a Unix time)|12 per 2 s|1|window 12 2|12 2 0 readme|360"
     "flexible-readme-15per3s-block5|flexible|fixed window from the client's first request, README headers, the key blocked 5 s from its first refusal|15 per 3 s|1|window 15 3|15 3 5 readme|300"
     "flexible-bare-7per1s|flexible|fixed window from the client's first request, bare 429|7 per 1 s|0|window 7 1|7 1 0 none|350"
+    "slowapi-fixed-12per2s|slowapi|fixed window from the key's first hit, slowapi's headers (X-RateLimit-Reset a second late, with a fraction)|12 per 2 s|1|window 12 2|12 2 fixed-window headers|360"
+    "slowapi-moving-15per3s|slowapi|moving window (sliding log), slowapi's headers (X-RateLimit-Reset a second late, with a fraction)|15 per 3 s|1|window 15 3|15 3 moving-window headers|300"
     "flexible-bare-10per1s-block2|flexible|fixed window from the client's first request, bare 429, the key blocked 2 s from its first refusal|10 per 1 s|0|window 10 1|10 1 2 none|300"
 )
 
@@ -197,17 +203,17 @@ spec_problem() {
             { [ "$model" = window ] && [ "$a" = "$x" ] && numbers_equal "$b" "$y" 1000; } \
                 || { echo "model '$model_args' is not express's $x per $y ms (window $x $(awk -v y="$y" 'BEGIN { print y / 1000 }'))"; return; }
             ;;
-        flask)
+        flask | slowapi)
             { is_count "$x" && is_count "$y" \
                 && [[ $z =~ ^(moving-window|sliding-window-counter|fixed-window)$ ]] \
                 && [[ $rest =~ ^(headers|none)$ ]]; } \
-                || { echo "flask's arguments '$runner_args': LIMIT WINDOW_S (whole seconds) moving-window|sliding-window-counter|fixed-window headers|none"; return; }
+                || { echo "$runner's arguments '$runner_args': LIMIT WINDOW_S (whole seconds) moving-window|sliding-window-counter|fixed-window headers|none"; return; }
             # limits' sliding window counter keys its windows by the epoch divided by W.
             local expected="window $x $y"
             [ "$z" = sliding-window-counter ] && expected="counter $x $y clock"
             { [ "$model" = "${expected%% *}" ] && [ "$a" = "$x" ] && numbers_equal "$b" "$y" \
                 && { [ "$model" = window ] || [ "$c" = clock ]; }; } \
-                || { echo "model '$model_args' is not Flask-Limiter's $x per $y s $z ($expected)"; return; }
+                || { echo "model '$model_args' is not $runner's $x per $y s $z ($expected)"; return; }
             ;;
         nginx)
             { [[ $x =~ ^[1-9][0-9]*r/[sm]$ ]] && is_count_or_zero "$y" \
@@ -247,10 +253,10 @@ spec_problem() {
             { [ "$model" = window ] && [ "$a" = "$x" ] && numbers_equal "$b" "$y"; } \
                 || { echo "model '$model_args' is not rate-limiter-flexible's $x per $y s (window $x $y)"; return; }
             ;;
-        *) echo "runner '$runner': express, fastify, flask, flexible, nginx, tokenbucket or haproxy"; return ;;
+        *) echo "runner '$runner': express, fastify, flask, slowapi, flexible, nginx, tokenbucket or haproxy"; return ;;
     esac
     local headers=none
-    case $runner in express | fastify) headers=$z ;; flask | flexible) headers=$rest ;; esac
+    case $runner in express | fastify) headers=$z ;; flask | slowapi | flexible) headers=$rest ;; esac
     if [ "$headers" = none ] && [ "$states" = 1 ]; then
         echo "states its quota is 1, but $runner with these arguments sends no quota (a bare 429, or a static Retry-After)"
     elif [ "$headers" != none ] && [ "$states" = 0 ]; then
@@ -343,7 +349,7 @@ apt_missing=()
 command -v curl >/dev/null 2>&1 || apt_missing+=(curl)
 command -v python3 >/dev/null 2>&1 || apt_missing+=(python3)
 python_apps=""
-[[ $runners == *" flask "* || $runners == *" tokenbucket "* ]] && python_apps=1
+[[ $runners == *" flask "* || $runners == *" slowapi "* || $runners == *" tokenbucket "* ]] && python_apps=1
 if [ -n "$python_apps" ] && ! python3 -c 'import ensurepip, venv' >/dev/null 2>&1; then
     apt_missing+=(python3-venv)
 fi
@@ -396,7 +402,7 @@ venv=""
 if [ -n "$python_apps" ]; then
     venv=$CACHE/venv-$(python3 -c 'import sys; print(sys.version.split()[0])')-$(fingerprint "$HERE/requirements.txt")
     if [ ! -f "$venv/.installed" ]; then
-        say "installing Flask-Limiter, limits, token-bucket, Flask and waitress (pip) into $venv"
+        say "installing Flask-Limiter, limits, slowapi, token-bucket, Flask, Starlette, waitress and uvicorn (pip) into $venv"
         rm -rf "$venv"
         { python3 -m venv "$venv" && "$venv/bin/pip" install -q -r "$HERE/requirements.txt"; } \
             >"$work/pip.log" 2>&1 || { tail -20 "$work/pip.log" >&2; die "pip install failed into $venv"; }
@@ -438,6 +444,11 @@ start_server() {
         flask)
             read -r limit window strategy headers <<<"$args"
             "$venv/bin/python" "$HERE/flask_limiter_app.py" \
+                "$port" "$limit per $window seconds" "$strategy" "$headers" >"$dir/server.err" 2>&1 &
+            ;;
+        slowapi)
+            read -r limit window strategy headers <<<"$args"
+            "$venv/bin/python" "$HERE/slowapi_app.py" \
                 "$port" "$limit per $window seconds" "$strategy" "$headers" >"$dir/server.err" 2>&1 &
             ;;
         tokenbucket)
@@ -623,6 +634,8 @@ print("node", sys.argv[2])' "$node_dir/node_modules" "$(node --version)" ;;
 print("rate-limiter-flexible", json.load(open(sys.argv[1] + "/rate-limiter-flexible/package.json"))["version"] + ", node", sys.argv[2])' "$node_dir/node_modules" "$(node --version)" ;;
         flask) "$venv/bin/python" -c "from importlib.metadata import version as v
 print('Flask-Limiter', v('Flask-Limiter') + ', limits', v('limits') + ', Flask', v('Flask') + ', waitress', v('waitress'))" ;;
+        slowapi) "$venv/bin/python" -c "from importlib.metadata import version as v
+print('slowapi', v('slowapi') + ', limits', v('limits') + ', Starlette', v('starlette') + ', uvicorn', v('uvicorn'))" ;;
         tokenbucket) "$venv/bin/python" -c "from importlib.metadata import version as v
 print('token-bucket', v('token-bucket') + ', waitress', v('waitress'))" ;;
     esac
