@@ -415,7 +415,8 @@ impl RateLimitInfo {
         // in whole seconds (rounded up), states the same instant finely: the reset is taken
         // from it (rate-limiter-flexible's README sends both on every answer, the reset as a
         // Unix time, `Retry-After` as the milliseconds left over a thousand).
-        let fine_wait = retry_after.filter(|_| !retry_after::in_whole_seconds(headers));
+        let wait_in_whole_seconds = retry_after.map(|_| retry_after::in_whole_seconds(headers));
+        let fine_wait = retry_after.filter(|_| wait_in_whole_seconds == Some(false));
         if let Some(wait) = fine_wait {
             let rounded_from_it = |reset: Duration| {
                 reset >= wait && reset.saturating_sub(wait) < Duration::from_secs(1)
@@ -430,10 +431,7 @@ impl RateLimitInfo {
         let reset_in_whole_seconds = governing.as_ref().is_some_and(|policy| {
             policy.reset.is_some() && policy.reset != fine_wait && in_whole_seconds(policy)
         });
-        let whole_seconds = match retry_after {
-            Some(_) => retry_after::in_whole_seconds(headers),
-            None => reset_in_whole_seconds,
-        };
+        let whole_seconds = wait_in_whole_seconds.unwrap_or(reset_in_whole_seconds);
         RateLimitInfo {
             limit: governing.as_ref().and_then(|p| p.quota),
             remaining: governing.as_ref().and_then(|p| p.remaining),

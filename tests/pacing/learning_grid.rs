@@ -178,7 +178,8 @@ fn build(shape: &Shape, says: Says) -> RateLimitedApi {
     }
 }
 
-fn minimum(shape: &Shape, n: u64) -> Duration {
+/// A shape that counts a quota per window (fixed, logs, counters): its quota and window.
+fn quota_per_window(shape: &Shape) -> Option<(u64, Duration)> {
     match *shape {
         Shape::Fixed(l, w)
         | Shape::FirstRequest(l, w)
@@ -186,11 +187,21 @@ fn minimum(shape: &Shape, n: u64) -> Duration {
         | Shape::Log(l, w)
         | Shape::HeldLog(l, w, _)
         | Shape::Counter(l, w)
-        | Shape::Counting(l, w) => w * (n.div_ceil(l) - 1) as u32,
+        | Shape::Counting(l, w) => Some((l, w)),
+        Shape::Bucket(..) | Shape::Leaky(..) | Shape::LeakyPerMinute(_) => None,
+    }
+}
+
+fn minimum(shape: &Shape, n: u64) -> Duration {
+    if let Some((l, w)) = quota_per_window(shape) {
+        return w * (n.div_ceil(l) - 1) as u32;
+    }
+    match *shape {
         Shape::Bucket(r, b) | Shape::Leaky(r, b) => {
             Duration::from_secs_f64((n - u64::from(b)) as f64 / f64::from(r))
         }
         Shape::LeakyPerMinute(r) => Duration::from_secs_f64((n - 1) as f64 * 60.0 / f64::from(r)),
+        _ => unreachable!("a quota per window is reckoned above"),
     }
 }
 
@@ -201,16 +212,13 @@ fn by_hand(shape: &Shape) -> Rate {
     let window = |l: u64, w: Duration| {
         Rate::new(nz(u32::try_from(l).expect("a small quota")), w).expect("a valid window")
     };
+    if let Some((l, w)) = quota_per_window(shape) {
+        return window(l, w);
+    }
     match *shape {
-        Shape::Fixed(l, w)
-        | Shape::FirstRequest(l, w)
-        | Shape::Restarted(l, w)
-        | Shape::Log(l, w)
-        | Shape::HeldLog(l, w, _)
-        | Shape::Counter(l, w)
-        | Shape::Counting(l, w) => window(l, w),
         Shape::Bucket(r, b) | Shape::Leaky(r, b) => Rate::per_second(nz(r)).with_burst(nz(b)),
         Shape::LeakyPerMinute(r) => window(u64::from(r), Duration::from_secs(60)),
+        _ => unreachable!("a quota per window is paced above"),
     }
 }
 
@@ -336,15 +344,15 @@ fn seeded(seed: u64, case: &str, phase: Duration, rate: Option<Rate>) -> PoliteC
     let mut hasher = std::hash::DefaultHasher::new();
     std::hash::Hash::hash(&(seed, case, phase), &mut hasher);
     let seed = std::hash::Hasher::finish(&hasher);
-    let (pacer, retries) = match rate {
+    let (pacer, retry) = match rate {
         Some(rate) => (
             Pacer::builder().rate(rate).learn_from_server(false),
-            GOVERNOR_RETRIES,
+            RetryPolicy::new().with_max_retries(GOVERNOR_RETRIES),
         ),
-        None => (Pacer::builder(), RetryPolicy::new().max_retries()),
+        None => (Pacer::builder(), RetryPolicy::new()),
     };
     PoliteClientBuilder::new()
-        .retry_policy(RetryPolicy::new().with_seed(seed).with_max_retries(retries))
+        .retry_policy(retry.with_seed(seed))
         .pacer(pacer.seed(seed).build())
 }
 
