@@ -121,7 +121,11 @@ impl ResetPhase {
 /// second the stated (rounded-up) instant allows, where a sliding log of whole seconds frees.
 /// Refused there, one more goes a step later (the network held up a send by a few
 /// milliseconds); refused again, the window is not whole seconds and the rest is bisected.
-/// Once the bounds are [`LAG_NARROW`] apart, each probe goes at `by`.
+/// When the stated instant is a second and less than [`LAG_MARGIN`] past a whole second, the
+/// window may be that whole second (a reset stated a whole second late, to the millisecond)
+/// or the one above (rounded up from just past the window's end): the lower goes first, and
+/// its two refusals (under one key in a hundred of a rounded reset) send the search to the
+/// upper one. Once the bounds are [`LAG_NARROW`] apart, each probe goes at `by`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(super) struct WindowLag {
     after: Duration,
@@ -147,8 +151,19 @@ impl WindowLag {
         if gap <= LAG_NARROW {
             return by;
         }
-        // The whole second in the stated grain, and just past it.
-        let second = Duration::from_secs(floor.as_secs() + u64::from(floor.subsec_nanos() > 0));
+        // The whole second in the stated grain, and just past it. A floor just past a whole
+        // second (by less than the margin) is a reset stated a whole second late, or rounded
+        // up from just past a whole second: that second is tried first (slowapi states
+        // `X-RateLimit-Reset` a second after its window ends, to the millisecond; the second
+        // above cost five windows of bisection there). Refused just past it, and a step on,
+        // the one above.
+        let above = whole_second_at_or_after(floor);
+        let low = whole_second_at_or_after(floor.saturating_sub(LAG_MARGIN));
+        let second = if low < above && self.after >= low + LAG_MARGIN + LAG_NARROW {
+            above
+        } else {
+            low
+        };
         if second.is_zero() {
             return after + gap / 2;
         }
@@ -191,6 +206,11 @@ impl WindowLag {
             self.after = Duration::ZERO;
         }
     }
+}
+
+/// The whole second at `at` or the first after it.
+fn whole_second_at_or_after(at: Duration) -> Duration {
+    Duration::from_secs(at.as_secs() + u64::from(at.subsec_nanos() > 0))
 }
 
 /// How far `at` is into the second before `latest` (clamped to that second; a `latest` less
@@ -376,6 +396,35 @@ mod tests {
         let (refused, last) = search_lag(Duration::from_millis(2003), &OFFSETS, 30);
         assert_eq!(refused, 0);
         assert_eq!(last, Duration::from_millis(2008));
+    }
+
+    #[test]
+    fn a_reset_stated_a_whole_second_late_is_probed_just_past_the_second_below_it() {
+        // slowapi: a moving window of 3 s whose first request the server counted 2 ms after
+        // it went, its reset stated a second after the window frees, to the millisecond.
+        let truth = Duration::from_millis(3002);
+        let stated = truth + GRAIN;
+        let mut lag = WindowLag::default();
+        assert_eq!(lag.probe_after(stated), Duration::from_millis(3008));
+        lag.freed(Duration::from_millis(3008));
+        assert_eq!(lag.probe_after(stated), Duration::from_millis(3008));
+        // A reset rounded up from just past the window's end looks the same: the second
+        // below is refused, and a step on; then the one above, at the stated instant (no
+        // further than just past it), admitted.
+        let truth = Duration::from_millis(2005);
+        let stated = Duration::from_millis(2006);
+        let mut lag = WindowLag::default();
+        let mut refused = Vec::new();
+        loop {
+            let at = lag.probe_after(stated);
+            if at >= truth {
+                assert_eq!(at, stated);
+                break;
+            }
+            refused.push(at.as_millis());
+            lag.refused(at);
+        }
+        assert_eq!(refused, [1008, 1024]);
     }
 
     #[test]
