@@ -30,20 +30,23 @@ fn policy(headers: &HeaderMap, prefix: &str, clock: &ReceiptClock) -> Option<Quo
     let remaining = field("remaining")
         .and_then(parse_count)
         .or_else(|| Some(limit?.saturating_sub(used?)));
-    let reset = field("reset").and_then(parse_seconds).map(|seconds| {
+    let stated = field("reset").and_then(parse_seconds);
+    let reset = stated.map(|seconds| {
         if seconds > EPOCH_RESET_THRESHOLD {
             clock.until_epoch_offset(seconds)
         } else {
             seconds
         }
     });
-    QuotaPolicy::counted(
+    let mut policy = QuotaPolicy::counted(
         PolicySource::XRateLimit,
         QuotaUnit::Requests,
         limit,
         remaining,
         reset,
-    )
+    )?;
+    policy.reset_fine = stated.is_some_and(|seconds| seconds.subsec_nanos() > 0);
+    Some(policy)
 }
 
 #[cfg(test)]
@@ -66,12 +69,28 @@ mod tests {
         );
         assert_eq!(policies[0].reset, Some(Duration::from_secs(30)));
         assert_eq!(policies[0].remaining, Some(0));
+        assert!(!policies[0].reset_fine);
     }
 
     #[test]
     fn small_resets_are_seconds_and_may_be_fractional() {
         let policies = parse(&[("x-ratelimit-reset", "1.5")], 1_796_007_600);
         assert_eq!(policies[0].reset, Some(Duration::from_millis(1500)));
+        assert!(policies[0].reset_fine);
+        let policies = parse(&[("x-ratelimit-reset", "2")], 1_796_007_600);
+        assert!(!policies[0].reset_fine);
+    }
+
+    #[test]
+    fn an_epoch_reset_with_a_fraction_is_stated_finely() {
+        // slowapi: the window's end plus a second, to the microsecond.
+        let policies = parse(&[("x-ratelimit-reset", "1796007602.250113")], 1_796_007_600);
+        assert!(policies[0].reset_fine);
+        assert!(
+            policies[0]
+                .reset
+                .is_some_and(|reset| reset > Duration::from_secs(2))
+        );
     }
 
     #[test]

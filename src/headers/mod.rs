@@ -182,6 +182,9 @@ pub struct RateLimitInfo {
     /// assert_eq!(info.reset_grain, Some(Duration::from_secs(1)));
     /// ```
     pub reset_grain: Option<Duration>,
+    /// The governing policy's `reset` came with a fraction of a second: see
+    /// `QuotaPolicy::reset_fine`.
+    pub(crate) reset_fine: bool,
     /// Every policy the response stated, in every dialect, so a pacer can adopt a quota.
     pub policies: Vec<QuotaPolicy>,
 }
@@ -214,6 +217,10 @@ pub struct QuotaPolicy {
     /// per key, not shared by every client. The server picks the bytes; compare them, do not
     /// interpret them.
     pub partition_key: Option<Vec<u8>>,
+    /// `reset` was stated with a fraction of a second (`X-RateLimit-Reset: 1796007645.310`):
+    /// not rounded up to a whole second, so where it stands from the instant the quota frees
+    /// does not move with the client's sends, even when it is late.
+    pub(crate) reset_fine: bool,
 }
 
 impl QuotaPolicy {
@@ -227,6 +234,7 @@ impl QuotaPolicy {
             remaining: None,
             reset: None,
             partition_key: None,
+            reset_fine: false,
         }
     }
 
@@ -440,6 +448,7 @@ impl RateLimitInfo {
             retry_after,
             grain: whole_seconds.then_some(Duration::from_secs(1)),
             reset_grain: reset_in_whole_seconds.then_some(Duration::from_secs(1)),
+            reset_fine: governing.as_ref().is_some_and(|p| p.reset_fine),
             policies,
         }
     }

@@ -288,6 +288,9 @@ pub(crate) struct KeyQuota {
     silence: Option<Box<Silence>>,
     /// The server states its resets in whole seconds (rounded up): early probes may pay.
     coarse: bool,
+    /// Coarse only by its `Retry-After`: the reset itself came with a fraction of a second, so
+    /// it is not rounded, and where the quota frees from it stays put (see `phase`).
+    reset_fine: bool,
     /// The last response spoke of the current window (its budget is worth sharing).
     fresh: bool,
     /// The response being observed answers an early probe.
@@ -743,6 +746,7 @@ impl KeyQuota {
         if info.reset.is_some() || info.retry_after.is_some() {
             // The windows end at the stated reset: rounded up, whatever `Retry-After` beside it.
             self.coarse = info.grain.is_some() || info.reset_grain.is_some();
+            self.reset_fine = info.reset_fine;
         }
         if let Some(limit) = info.limit {
             self.limit = Some(limit);

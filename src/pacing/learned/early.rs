@@ -97,7 +97,8 @@ impl KeyQuota {
                     self.lag.freed(lag);
                 }
                 if early.anchor.is_none() {
-                    self.phase.freed(early.latest, ticket.sent, now);
+                    self.phase
+                        .freed(early.latest, ticket.sent, now, self.reset_fine);
                 }
                 if let Some(first) = first_sent {
                     self.window_freed_after(now.saturating_sub(first), stated_reset);

@@ -17,6 +17,14 @@
 //! from the middle paid three); once one is refused, each refusal halves what is left, to an
 //! eighth. A phase that moves (a window that is not whole seconds) is noticed when the probe
 //! at its safe end is refused, and learned again.
+//!
+//! A reset stated with a fraction of a second beside a `Retry-After` in whole seconds is not
+//! rounded: admitted an eighth before it, it is late by more than rounding, most likely by a
+//! whole second (slowapi adds one to its window's end), so the next probe goes a second
+//! before it. And since it follows the instant the server counted the window from, not the
+//! clock's seconds, the phase found stays where it is: it does not move later with the
+//! answers' lateness (which, added up window after window, made each window a few
+//! milliseconds longer than the last).
 
 use std::time::Duration;
 
@@ -78,14 +86,30 @@ impl ResetPhase {
             // stated instant, the one bound that always holds.
             self.by = GRAIN;
         }
-        self.after = self.after.max(into).min(self.by);
+        // Refused: `after` is above zero from now on (zero means nothing was refused), even
+        // for a probe sent at the very start of the second.
+        self.after = self
+            .after
+            .max(into)
+            .max(Duration::from_nanos(1))
+            .min(self.by);
     }
 
     /// A probe sent at `sent` for a quota stated to free by `latest` was admitted; its answer
-    /// came at `answered`.
-    pub(super) fn freed(&mut self, latest: Duration, sent: Duration, answered: Duration) {
+    /// came at `answered`. `fine`: `latest` came with a fraction of a second (not rounded).
+    pub(super) fn freed(
+        &mut self,
+        latest: Duration,
+        sent: Duration,
+        answered: Duration,
+        fine: bool,
+    ) {
         let into = into_second(latest, answered);
         let first = *self == ResetPhase::default();
+        if first && fine {
+            // Not rounded, yet admitted an eighth early: late by a whole second most likely.
+            self.step = GRAIN;
+        }
         if into <= self.after {
             // Admitted before a point learned too early: the phase has moved.
             self.after = Duration::ZERO;
@@ -94,7 +118,7 @@ impl ResetPhase {
             // A step down admitted: the next goes twice as far.
             self.step = (self.step * 2).min(GRAIN);
         }
-        self.by = if into_second(latest, sent) >= self.by {
+        self.by = if into_second(latest, sent) >= self.by && !fine {
             // Sent at the safe end (or later, woken late): the phase is here now. A moving
             // window (or one that starts at its first request) frees as that request ages
             // out, so its phase follows it and may move later by as much as it went late;
@@ -245,7 +269,7 @@ mod tests {
         }
         assert_eq!(refused, 1);
         assert_eq!(phase.probe_at(latest), latest);
-        phase.freed(latest, latest, latest + MS);
+        phase.freed(latest, latest, latest + MS, false);
         // The next window's probe goes at its stated instant: no 429 there.
         assert_eq!(
             phase.probe_at(Duration::from_secs(12)),
@@ -261,6 +285,7 @@ mod tests {
             Duration::from_secs(4),
             Duration::from_millis(3500),
             Duration::from_millis(3502),
+            false,
         );
         // Nothing refused yet: an eighth below it, then a quarter below the next admission.
         assert_eq!(
@@ -271,6 +296,7 @@ mod tests {
             Duration::from_secs(6),
             Duration::from_millis(5377),
             Duration::from_millis(5379),
+            false,
         );
         assert_eq!(
             phase.probe_at(Duration::from_secs(8)),
@@ -289,6 +315,60 @@ mod tests {
             phase.probe_at(Duration::from_secs(12)),
             Duration::from_millis(11_379)
         );
+    }
+
+    /// Runs `windows` windows of a window that starts when its first request arrives (`MS`
+    /// after it went) and lasts `window`, its reset stated `offset` after it ends to the
+    /// nanosecond (`fine`, as slowapi states it) or rounded up to the second: the refusals,
+    /// and how late after its window freed each probe went.
+    fn search_late_reset(
+        window: Duration,
+        offset: Duration,
+        fine: bool,
+        windows: usize,
+    ) -> (u32, Vec<Duration>) {
+        let mut phase = ResetPhase::default();
+        let mut start = Duration::from_millis(40);
+        let (mut refused, mut lates) = (0, Vec::new());
+        for _ in 0..windows {
+            let frees = start + window;
+            let mut latest = frees + offset;
+            if !fine {
+                latest =
+                    Duration::from_secs(latest.as_secs() + u64::from(latest.subsec_nanos() > 0));
+            }
+            loop {
+                let at = phase.probe_at(latest).max(start);
+                if at >= frees {
+                    lates.push(at - frees);
+                    phase.freed(latest, at, at + 2 * MS, fine);
+                    start = at + MS;
+                    break;
+                }
+                phase.refused(latest, at);
+                refused += 1;
+            }
+        }
+        (refused, lates)
+    }
+
+    #[test]
+    fn a_fine_reset_stated_a_second_late_is_probed_a_second_early_and_stays_there() {
+        let window = Duration::from_secs(2);
+        let (refused, lates) = search_late_reset(window, GRAIN, true, 30);
+        assert_eq!(refused, 0);
+        // The first probe an eighth before the stated instant, the second a second before it.
+        assert_eq!(lates[0], GRAIN - NARROW);
+        assert!(lates[1..].iter().all(|late| *late <= 3 * MS), "{lates:?}");
+        // Taken for a rounded reset, the same server: the search steps down over three
+        // windows, and then each window starts later than the last by the answer's delay.
+        let (_, rounded) = search_late_reset(window, GRAIN, false, 30);
+        assert!(rounded[1] > 10 * NARROW / 16, "{rounded:?}");
+        // A fine reset late by a fraction (300 ms): the probe a second early is refused, and
+        // the rest is bisected; three refusals at most, then each probe within an eighth.
+        let (refused, lates) = search_late_reset(window, Duration::from_millis(300), true, 30);
+        assert!(refused <= 3, "{refused} refused");
+        assert!(lates[10..].iter().all(|late| *late <= NARROW), "{lates:?}");
     }
 
     #[test]
@@ -313,7 +393,7 @@ mod tests {
                 let at = phase.probe_at(latest).max(frees - window);
                 if at >= frees {
                     late += at - frees;
-                    phase.freed(latest, at, at + MS);
+                    phase.freed(latest, at, at + MS, false);
                     start = at;
                     break;
                 }
@@ -497,6 +577,7 @@ mod tests {
             latest,
             Duration::from_millis(1099),
             Duration::from_millis(1100),
+            false,
         );
         phase.refused(latest, Duration::from_millis(1050));
         assert_eq!(
@@ -514,6 +595,7 @@ mod tests {
             Duration::from_secs(6),
             Duration::from_millis(5049),
             Duration::from_millis(5050),
+            false,
         );
         assert_eq!(
             phase,

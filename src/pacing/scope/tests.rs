@@ -23,6 +23,7 @@ fn stated(remaining: u64, reset: Duration, pk: Option<&[u8]>) -> RateLimitInfo {
         remaining: Some(remaining),
         reset: Some(reset),
         partition_key: pk.map(<[u8]>::to_vec),
+        reset_fine: false,
     };
     RateLimitInfo {
         limit: Some(20),
