@@ -58,9 +58,10 @@
 //! Every duration is relative to the response's receipt. Absolute times (HTTP-dates, epoch and
 //! RFC 3339 resets) are measured against the response's own `Date` header when it has a valid
 //! one, so a skewed client clock does not matter; else against the caller's `now`. A `Date` has
-//! whole seconds: when the caller's `now` falls within its second, or within a quarter of a
-//! second after it (a response stamped late in a second, received early in the next), the two
-//! clocks agree and `now`, the finer, is used. A time in the past means no wait.
+//! whole seconds: when the caller's `now` falls within its second, or within a second and a
+//! quarter after it (a response stamped late in a second and received early in the next, or
+//! stamped with a `Date` the server refreshes once a second on a timer, as uvicorn does), the
+//! two clocks agree and `now`, the finer, is used. A time in the past means no wait.
 //!
 //! # Combining dialects, choosing the governing policy
 //!
