@@ -930,6 +930,62 @@ async fn a_silent_server_is_learned_by_all_as_one() {
     assert_eq!(call(silent_take_call(&keys, 20)).await[0], "0");
 }
 
+/// A note of what is left and when the window ends, no quota stated (as `shared_facts` sends).
+fn stated_note_call(keys: &[String], left: u64, ends_ms: u64) -> Call {
+    Call {
+        script: &LEARNED_NOTE,
+        keys: keys.to_vec(),
+        args: vec![
+            left.to_string(),
+            ends_ms.to_string(),
+            String::new(),
+            String::new(),
+            "60000".to_owned(),
+            String::new(),
+        ],
+    }
+}
+
+/// Which window a note speaks of, when nobody stated the window: rate-limiter-flexible's first
+/// answer of a window states its end rounded up to the second (2.96 s), the next ones finely,
+/// up to a second sooner (2.0 s). Those are the same window, whose count ends with them; an
+/// end more than a second before the count's is a late answer of a window that has ended, and
+/// one more than a second after it a window that began since.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_finer_end_of_an_unstated_window_up_to_a_second_sooner_ends_its_count() {
+    let _turn = take_turn(module_path!()).await;
+    let server = RedisServer::start();
+    let store = RedisStore::standalone(&server.url(), options())
+        .await
+        .unwrap();
+    let call = |made: Call| one_call(&store, made);
+    let inspect = |keys: Vec<String>| {
+        let store = &store;
+        async move {
+            let now = eval(store, &INSPECT_LEARNED, &keys, &[]).await;
+            (now[0].clone(), now[1].parse::<i64>().unwrap())
+        }
+    };
+    let grain = keys("note-grain", 0, &["left", "quota", "probe"]);
+    call(stated_note_call(&grain, 11, 2_960)).await;
+    call(stated_note_call(&grain, 10, 2_000)).await;
+    let (count, ttl) = inspect(grain.clone()).await;
+    assert_eq!(count, "10");
+    assert!((1_800..=2_000).contains(&ttl), "the finer end: {ttl} ms");
+    // Late, from a window that has ended: more than a second sooner.
+    let late = keys("note-late", 0, &["left", "quota", "probe"]);
+    call(stated_note_call(&late, 11, 2_960)).await;
+    call(stated_note_call(&late, 1, 1_500)).await;
+    let (count, ttl) = inspect(late.clone()).await;
+    assert_eq!(count, "11");
+    assert!(ttl > 2_500, "the count's end kept: {ttl} ms");
+    // A window that began since: more than a second later.
+    call(stated_note_call(&late, 12, 4_200)).await;
+    let (count, ttl) = inspect(late.clone()).await;
+    assert_eq!(count, "12");
+    assert!(ttl > 3_900, "the new window's end: {ttl} ms");
+}
+
 /// A silent server's estimate, shared, while it is probed: counting began ARGV[1] ms ago
 /// (10 admitted, the quota 10), the next pause ARGV[2] ms, the last refusal ARGV[3] ms after
 /// counting began, and the probe `racer-0` sent just now.

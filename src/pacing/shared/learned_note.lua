@@ -159,9 +159,13 @@ if left and ends and ends > 0 then
     return {0, 0}
   end
   -- Which window the answer speaks of, by its end: ends stated in whole seconds (rounded up)
-  -- differ by up to a second within one window, and windows end a window apart.
-  window = window or tonumber(redis.call('HGET', KEYS[2], 'window')) or 1000
-  local slack = math.min(1000, math.floor(window / 2))
+  -- differ by up to a second within one window, and windows end a window apart. A window
+  -- nobody stated takes the whole second: the first answer of each of rate-limiter-flexible's
+  -- windows rounds its end up (a Retry-After of exactly 2 s reads as whole seconds), the others
+  -- state it finely, up to a second sooner; taken for late answers of an ended window, they
+  -- left every window of 2 s a second longer.
+  window = window or tonumber(redis.call('HGET', KEYS[2], 'window'))
+  local slack = window and math.min(1000, math.floor(window / 2)) or 1000
   if ends + slack < ttl then
     -- An answer of a window that has ended since (it came late): it says nothing of this one.
     return {0, 0}
