@@ -334,8 +334,7 @@ mod tests {
             let frees = start + window;
             let mut latest = frees + offset;
             if !fine {
-                latest =
-                    Duration::from_secs(latest.as_secs() + u64::from(latest.subsec_nanos() > 0));
+                latest = whole_second_at_or_after(latest);
             }
             loop {
                 let at = phase.probe_at(latest).max(start);
@@ -380,7 +379,7 @@ mod tests {
         let window = Duration::from_secs(2);
         let stated = |start: Duration| {
             let end = start + window - second;
-            second + Duration::from_secs(end.as_secs() + u64::from(end.subsec_nanos() > 0))
+            second + whole_second_at_or_after(end)
         };
         let mut phase = ResetPhase::default();
         let mut start = Duration::from_millis(40);
@@ -436,8 +435,7 @@ mod tests {
             let offset = Duration::from_millis(offsets[window % offsets.len()]);
             // The reset as a Unix time, rounded up: stated after the first send.
             let freed = offset + truth;
-            let stated =
-                Duration::from_secs(freed.as_secs() + u64::from(freed.subsec_nanos() > 0)) - offset;
+            let stated = whole_second_at_or_after(freed) - offset;
             loop {
                 let at = lag.probe_after(stated);
                 last = at;
