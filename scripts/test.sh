@@ -60,8 +60,8 @@ check_package() {
 step "cargo package --list" check_package
 step "cargo clippy (all targets, all features)" \
     cargo clippy --all-targets --all-features -- -D warnings
-# Default features: every target they enable is compiled (checked) and linted here; the tests
-# run below without TLS and metrics, then with them.
+# Default features: every target they enable is compiled (checked) and linted here, their unit
+# tests and doctests run below; the integration tests run once, with every feature.
 step "cargo clippy (all targets, default features)" \
     cargo clippy --all-targets -- -D warnings
 step "cargo clippy (library, no default features)" \
@@ -81,17 +81,14 @@ if ! rustup run "$msrv" rustc --version >/dev/null 2>&1; then
 fi
 step "cargo +$msrv check (library; redis, mock, metrics)" \
     cargo "+$msrv" check --lib --no-default-features --features redis,mock,metrics
-# The library's unit tests without TLS and without metrics (the `observe` module's no-op path):
-# the run below has both, so each of the two is tested on and off. Without TLS, reqwest answers
-# an https URL with an error of its own, not retried: `retry::classify` has the test that sees
-# it. Redis and mock stay on: they change the dependencies' features (tokio's among them), and
-# this build shares every dependency but the TLS crates with the run below. A build of the
-# default features alone, for their unit tests and doctests, cost about 100 s of dependencies
-# of its own in CI and tested no code path of ours the two runs here miss (clippy and rustdoc
-# above check the default features' targets; the doctests run below with every feature, so an
-# example that needs a feature without saying so is no longer caught by a build without it).
-step "cargo test --lib (no TLS, no metrics)" \
-    cargo test --lib --no-default-features --features redis,mock
+step "cargo test --lib (default features)" cargo test --lib
+step "cargo test --doc (default features)" cargo test --doc
+# Without TLS, reqwest answers an https URL with an error of its own, not retried: the one
+# test that sees it (the library's other tests need no second run). Its build is the library
+# without default features compiled and linked (clippy above lints it), so no separate
+# `cargo build --no-default-features` runs.
+step "cargo test --lib (no default features: no TLS)" \
+    cargo test --lib --no-default-features retry::classify
 # Every test, with every feature a test needs. The TLS features change none of the crate's
 # code (clippy above builds them all); leaving native-tls out saves ~35 ms per client built in
 # a debug test. A hung test fails the run after 30 minutes instead of using up CI's 90. The
