@@ -706,6 +706,15 @@ fn options() -> RedisOptions {
     RedisOptions::default().with_command_timeout(Duration::from_secs(5))
 }
 
+/// A standalone server of its own, and a store on it (the server stops when dropped).
+async fn one_server() -> (RedisServer, RedisStore) {
+    let server = RedisServer::start();
+    let store = RedisStore::standalone(&server.url(), options())
+        .await
+        .unwrap();
+    (server, store)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn twenty_racers_leave_every_pacing_script_as_one_after_another_would() {
     let _turn = take_turn(module_path!()).await;
@@ -833,10 +842,7 @@ async fn on_redis_cluster_every_key_of_a_partition_is_in_one_slot() {
 async fn the_take_script_and_the_limiter_share_one_bucket() {
     use reqwest_polite::limiter::redis::RedisLimiter;
     let _turn = take_turn(module_path!()).await;
-    let server = RedisServer::start();
-    let store = RedisStore::standalone(&server.url(), options())
-        .await
-        .unwrap();
+    let (_server, store) = one_server().await;
     // 10 tokens, one per 1,000 s: nothing refills meanwhile.
     let rate = crate::support::refill(0.001, 10);
     let limiter = RedisLimiter::token_bucket(store.clone(), "one-bucket", rate);
@@ -881,10 +887,7 @@ async fn one_call(store: &RedisStore, call: Call) -> Vec<String> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_silent_server_is_learned_by_all_as_one() {
     let _turn = take_turn(module_path!()).await;
-    let server = RedisServer::start();
-    let store = RedisStore::standalone(&server.url(), options())
-        .await
-        .unwrap();
+    let (_server, store) = one_server().await;
     let keys = keys("silent-seq", 0, &SILENT_KEYS);
     // Counting began 1 s ago, 10 admitted since; racer-0 went 10 ms ago.
     eval(
@@ -954,34 +957,29 @@ fn stated_note_call(keys: &[String], left: u64, ends_ms: u64) -> Call {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_finer_end_of_an_unstated_window_up_to_a_second_sooner_ends_its_count() {
     let _turn = take_turn(module_path!()).await;
-    let server = RedisServer::start();
-    let store = RedisStore::standalone(&server.url(), options())
-        .await
-        .unwrap();
+    let (_server, store) = one_server().await;
     let call = |made: Call| one_call(&store, made);
-    let inspect = |keys: Vec<String>| {
-        let store = &store;
-        async move {
-            let now = eval(store, &INSPECT_LEARNED, &keys, &[]).await;
-            (now[0].clone(), now[1].parse::<i64>().unwrap())
-        }
+    // The count and its TTL in ms.
+    let inspect = async |keys: &[String]| {
+        let now = eval(&store, &INSPECT_LEARNED, keys, &[]).await;
+        (now[0].clone(), now[1].parse::<i64>().unwrap())
     };
     let grain = keys("note-grain", 0, &["left", "quota", "probe"]);
     call(stated_note_call(&grain, 11, 2_960)).await;
     call(stated_note_call(&grain, 10, 2_000)).await;
-    let (count, ttl) = inspect(grain.clone()).await;
+    let (count, ttl) = inspect(&grain).await;
     assert_eq!(count, "10");
     assert!((1_800..=2_000).contains(&ttl), "the finer end: {ttl} ms");
     // Late, from a window that has ended: more than a second sooner.
     let late = keys("note-late", 0, &["left", "quota", "probe"]);
     call(stated_note_call(&late, 11, 2_960)).await;
     call(stated_note_call(&late, 1, 1_500)).await;
-    let (count, ttl) = inspect(late.clone()).await;
+    let (count, ttl) = inspect(&late).await;
     assert_eq!(count, "11");
     assert!(ttl > 2_500, "the count's end kept: {ttl} ms");
     // A window that began since: more than a second later.
     call(stated_note_call(&late, 12, 4_200)).await;
-    let (count, ttl) = inspect(late.clone()).await;
+    let (count, ttl) = inspect(&late).await;
     assert_eq!(count, "12");
     assert!(ttl > 3_900, "the new window's end: {ttl} ms");
 }
@@ -1009,10 +1007,7 @@ static ARRANGE_PROBING: LazyLock<Script> = LazyLock::new(|| {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_silent_servers_probe_pauses_grow_past_thirty_seconds_once_one_that_long_is_refused() {
     let _turn = take_turn(module_path!()).await;
-    let server = RedisServer::start();
-    let store = RedisStore::standalone(&server.url(), options())
-        .await
-        .unwrap();
+    let (_server, store) = one_server().await;
     // (counting began, the pause, the last refusal after counting began) -> the pause asked,
     // and the next one.
     let cases = [
@@ -1048,10 +1043,7 @@ async fn a_silent_servers_probe_pauses_grow_past_thirty_seconds_once_one_that_lo
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn heads_refused_ask_again_in_the_order_they_began_to_wait() {
     let _turn = take_turn(module_path!()).await;
-    let server = RedisServer::start();
-    let store = RedisStore::standalone(&server.url(), options())
-        .await
-        .unwrap();
+    let (_server, store) = one_server().await;
     const END: u64 = 5_000;
     const SPREAD: u64 = 60_000;
     let spent = |kind: &str| {
