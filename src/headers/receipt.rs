@@ -30,7 +30,7 @@ impl ReceiptClock {
             // at the end of the new second a whole second later, at the very instant a window
             // on the clock rolls). So does one up to a second later still: some servers
             // refresh their `Date` once a second on a timer (uvicorn, under every FastAPI
-            // app: 1.37 s past the second it names, measured), and read alone it would put
+            // app: up to 1.49 s past the second it names, measured), and read alone it would put
             // every reset a second late now and then.
             Some(date) if (date..date + NANOS_PER_SECOND + STAMPED_LATE).contains(&now) => now,
             Some(date) => date,
