@@ -1009,6 +1009,19 @@ impl KeyQuota {
         }
     }
 
+    /// What an answer that states `remaining` leaves for every process: less our own
+    /// requests still out, and no more. The budget takes off, for a window that frees slot
+    /// by slot, also the requests answered while this one was out (the server may have
+    /// counted them after it); every process takes the window for such a window when others'
+    /// requests count in it (more counted than it sent), and taken off again in the store,
+    /// where a window's least count wins, those requests idled their slots: four processes
+    /// on rate-limiter-flexible's 12 per 2 s shared counts of 0 with 2 left, and windows near
+    /// the job's end let 10 or 11 of 12 through. The store's count, which every take lowers,
+    /// already leaves out every request taken and not yet counted.
+    pub(crate) fn shared_left(&self, remaining: u64) -> u64 {
+        remaining.saturating_sub(self.in_flight())
+    }
+
     /// Folds in what another key's answer showed of this quota's one counter (a partition that
     /// joins this quota entry, see the `scope` module): the server stated `remaining` left in
     /// the window holding `now`, and `uncounted` requests on their way, ours and those

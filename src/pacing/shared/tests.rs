@@ -731,6 +731,44 @@ async fn a_bucket_without_a_rate_probes_new_keys_and_shares_what_responses_state
     assert!(store.notes.lock().unwrap().is_empty());
 }
 
+/// A window that counted more than this process sent into it (other processes' requests)
+/// reads to the process as one that frees slot by slot, and its budget then also takes off
+/// the requests answered while each one was out. What it shares is what the answer states
+/// less its own requests still out only: the store keeps a window's least count, and each
+/// request taken off twice idled a slot there for the window.
+#[tokio::test(start_paused = true)]
+async fn an_answer_shares_what_it_states_less_only_the_requests_still_out() {
+    let store = Arc::new(NotingStore::default());
+    let pacer = Pacer::builder()
+        .shared(SharedBucket::learned_from_store(store.clone()))
+        .build();
+    let stated = |remaining| RateLimitInfo {
+        limit: Some(20),
+        remaining: Some(remaining),
+        reset: Some(Duration::from_secs(2)),
+        window: Some(Duration::from_secs(2)),
+        ..RateLimitInfo::default()
+    };
+    let first = pacer.acquire("k", 1).await.unwrap();
+    first.finish(StatusCode::OK, &stated(19)).await;
+    // The next window: its first answer counts five, one of them ours.
+    tokio::time::sleep(Duration::from_millis(2100)).await;
+    let first = pacer.acquire("k", 1).await.unwrap();
+    first.finish(StatusCode::OK, &stated(15)).await;
+    let a = pacer.acquire("k", 1).await.unwrap();
+    let b = pacer.acquire("k", 1).await.unwrap();
+    let c = pacer.acquire("k", 1).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    b.finish(StatusCode::OK, &stated(12)).await;
+    tokio::time::sleep(Duration::from_millis(1)).await;
+    // Counted before `b`, answered after it: 13 left then, and `c` still out.
+    a.finish(StatusCode::OK, &stated(13)).await;
+    let notes = store.notes.lock().unwrap().clone();
+    let shared = notes.last().and_then(|(_, facts)| facts.left);
+    assert_eq!(shared.map(|(left, _)| left), Some(12), "{notes:?}");
+    c.finish(StatusCode::OK, &stated(11)).await;
+}
+
 /// A learned count that records notes and gates, and whose takes wait while `hold` is set
 /// (a take on its way, as over a slow network).
 #[derive(Default)]
