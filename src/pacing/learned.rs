@@ -988,16 +988,26 @@ impl KeyQuota {
 
     /// What this key's quota is known to be at `now`, for the other processes: what is left
     /// of the current window (net of our own requests) until its end, and the quota per
-    /// window the server states.
+    /// window the server states. `stated` is what the answer just seen states is left: less
+    /// our own requests still out, it is shared when the budget holds less. The budget takes
+    /// off, for a window that frees slot by slot, also the requests answered while each one
+    /// was out (the server may have counted them after it), and every process takes a window
+    /// for such a one when other processes' requests count in it (more counted than it sent
+    /// into it). Shared, where the store keeps a window's least count, those requests idled
+    /// their slots: four processes on rate-limiter-flexible's 12 per 2 s shared 1 and then 0
+    /// after answers stating 3 and 2 left, and windows near the job's end let 10 or 11 of 12
+    /// through. The store's count, which every take lowers, already leaves out every request
+    /// taken and not yet counted, so what is shared may be more than the budget.
     ///
     /// Not a silent server's estimate: it measures what this process was admitted, its share
     /// and not the server's quota (shared as the quota of all, it held four processes to one
     /// process's share: measured 2.4 × the quota's time instead of 1.4–1.6 × alone). Bare
     /// 429s are still shared, as the gate.
-    pub(crate) fn shared_facts(&self, now: Duration) -> SharedFacts {
+    pub(crate) fn shared_facts(&self, now: Duration, stated: Option<u64>) -> SharedFacts {
         let left = match (self.fresh, self.budget, self.reset_at) {
             (true, Some(budget), Some(reset_at)) if reset_at > now => {
-                Some((budget, reset_at - now))
+                let answered = stated.map_or(0, |left| left.saturating_sub(self.in_flight()));
+                Some((budget.max(answered), reset_at - now))
             }
             _ => None,
         };
@@ -1007,19 +1017,6 @@ impl KeyQuota {
             quota,
             silent: false,
         }
-    }
-
-    /// What an answer that states `remaining` leaves for every process: less our own
-    /// requests still out, and no more. The budget takes off, for a window that frees slot
-    /// by slot, also the requests answered while this one was out (the server may have
-    /// counted them after it); every process takes the window for such a window when others'
-    /// requests count in it (more counted than it sent), and taken off again in the store,
-    /// where a window's least count wins, those requests idled their slots: four processes
-    /// on rate-limiter-flexible's 12 per 2 s shared counts of 0 with 2 left, and windows near
-    /// the job's end let 10 or 11 of 12 through. The store's count, which every take lowers,
-    /// already leaves out every request taken and not yet counted.
-    pub(crate) fn shared_left(&self, remaining: u64) -> u64 {
-        remaining.saturating_sub(self.in_flight())
     }
 
     /// Folds in what another key's answer showed of this quota's one counter (a partition that

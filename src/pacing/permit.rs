@@ -124,16 +124,13 @@ impl Permit {
             // An admitted answer that states nothing at all: a silent server, for the others.
             let silent = !throttled && states_nothing;
             let facts = learns.then(|| {
-                let facts = state.quota.shared_facts(now);
-                let stated = info
-                    .remaining
-                    .map_or(0, |remaining| state.quota.shared_left(remaining));
+                let facts = state.quota.shared_facts(now, info.remaining);
                 SharedFacts {
                     silent,
                     // Reserved here, not yet taken from the count: their takes will count them.
                     left: facts
                         .left
-                        .map(|(left, ends)| (left.max(stated).saturating_add(state.taking), ends)),
+                        .map(|(left, ends)| (left.saturating_add(state.taking), ends)),
                     ..facts
                 }
             });
