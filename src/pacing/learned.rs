@@ -836,28 +836,32 @@ impl KeyQuota {
         pause
     }
 
+    /// What an answer states is left, less our requests still out (some of which it may
+    /// already count).
+    fn net_of_out(&self, remaining: u64) -> u64 {
+        remaining.saturating_sub(self.in_flight())
+    }
+
     /// What an answer of the current window states is left becomes the budget: net of the
     /// requests still on their way, and never above what the budget already holds when that
     /// was taken from an answer.
     fn take_remaining(&mut self, ticket: Ticket, remaining: u64, paced: bool) {
+        let net = self.net_of_out(remaining);
         self.budget = Some(match self.budget {
             // A trickling window frees slots between answers: each says what is left
-            // (and a paced quota's units); answers come out of order.
-            _ if self.moving || paced => remaining
-                .saturating_sub(self.in_flight())
-                .saturating_sub(self.answered_while_out(ticket)),
-            // Less those answered while it was out: counted after it, they may not be in
-            // what it states (a log's slot still held by a request sent late in the last
-            // window, once taken for free, was refused).
-            _ if self.refill == Refill::Trickle => remaining
-                .saturating_sub(self.in_flight())
-                .saturating_sub(self.answered_while_out(ticket)),
+            // (and a paced quota's units); answers come out of order. Less those answered
+            // while it was out: counted after it, they may not be in what it states (a
+            // log's slot still held by a request sent late in the last window, once taken
+            // for free, was refused).
+            _ if self.moving || paced || self.refill == Refill::Trickle => {
+                net.saturating_sub(self.answered_while_out(ticket))
+            }
             // The request that went alone after a window an answer began: what it
             // states counts every request of the window that reached the server before
             // it, less those still out.
             Some(budget) if self.recount => {
                 self.recount = false;
-                budget.min(remaining.saturating_sub(self.in_flight()))
+                budget.min(net)
             }
             // Our own reservations are already taken off; others may have spent more.
             Some(budget) if !self.budget_guessed => budget.min(remaining),
@@ -866,10 +870,10 @@ impl KeyQuota {
             // went near the last window's end and were answered before this one may
             // have been counted in this window after it (the server answers out of
             // order), and the roll took them off.
-            Some(guessed) => guessed.min(remaining.saturating_sub(self.in_flight())),
+            Some(guessed) => guessed.min(net),
             // First news of the window (one begun by an answer): the requests still in
             // flight may not be counted yet.
-            None => remaining.saturating_sub(self.in_flight()),
+            None => net,
         });
         self.budget_guessed = false;
     }
@@ -1006,7 +1010,7 @@ impl KeyQuota {
     pub(crate) fn shared_facts(&self, now: Duration, stated: Option<u64>) -> SharedFacts {
         let left = match (self.fresh, self.budget, self.reset_at) {
             (true, Some(budget), Some(reset_at)) if reset_at > now => {
-                let answered = stated.map_or(0, |left| left.saturating_sub(self.in_flight()));
+                let answered = stated.map_or(0, |left| self.net_of_out(left));
                 Some((budget.max(answered), reset_at - now))
             }
             _ => None,
