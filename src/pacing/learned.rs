@@ -1007,10 +1007,26 @@ impl KeyQuota {
     /// and not the server's quota (shared as the quota of all, it held four processes to one
     /// process's share: measured 2.4 × the quota's time instead of 1.4–1.6 × alone). Bare
     /// 429s are still shared, as the gate.
-    pub(crate) fn shared_facts(&self, now: Duration, stated: Option<u64>) -> SharedFacts {
+    ///
+    /// Of our requests still out, only those sent after the one answered are taken off what it
+    /// states: those sent before it reached the server before it, as a rule, and are counted
+    /// in it. Taken off too, they lowered the store's count below the server's whenever
+    /// answers came in while other requests of the process were out (the heads of several
+    /// processes taking turns in one window: one slot of 12 idled in a window of 30).
+    pub(crate) fn shared_facts(
+        &self,
+        now: Duration,
+        stated: Option<u64>,
+        answered: Ticket,
+    ) -> SharedFacts {
         let left = match (self.fresh, self.budget, self.reset_at) {
             (true, Some(budget), Some(reset_at)) if reset_at > now => {
-                let answered = stated.map_or(0, |left| self.net_of_out(left));
+                let later = self
+                    .out
+                    .iter()
+                    .filter(|&&(serial, _)| serial.wrapping_sub(answered.serial) as i64 > 0)
+                    .count() as u64;
+                let answered = stated.map_or(0, |left| left.saturating_sub(later));
                 Some((budget.max(answered), reset_at - now))
             }
             _ => None,

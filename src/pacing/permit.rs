@@ -124,7 +124,9 @@ impl Permit {
             // An admitted answer that states nothing at all: a silent server, for the others.
             let silent = !throttled && states_nothing;
             let facts = learns.then(|| {
-                let facts = state.quota.shared_facts(now, info.remaining);
+                let facts = state
+                    .quota
+                    .shared_facts(now, info.remaining, reservation.ticket);
                 SharedFacts {
                     silent,
                     // Reserved here, not yet taken from the count: their takes will count them.

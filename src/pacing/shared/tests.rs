@@ -734,8 +734,9 @@ async fn a_bucket_without_a_rate_probes_new_keys_and_shares_what_responses_state
 /// A window that counted more than this process sent into it (other processes' requests)
 /// reads to the process as one that frees slot by slot, and its budget then also takes off
 /// the requests answered while each one was out. What it shares is what the answer states
-/// less its own requests still out only: the store keeps a window's least count, and each
-/// request taken off twice idled a slot there for the window.
+/// less only its own requests still out that were sent after the one answered (those sent
+/// before reached the server first, and are counted in it): the store keeps a window's least
+/// count, and each request taken off twice idled a slot there for the window.
 #[tokio::test(start_paused = true)]
 async fn an_answer_shares_what_it_states_less_only_the_requests_still_out() {
     let store = Arc::new(NotingStore::default());
@@ -759,7 +760,11 @@ async fn an_answer_shares_what_it_states_less_only_the_requests_still_out() {
     let b = pacer.acquire("k", 1).await.unwrap();
     let c = pacer.acquire("k", 1).await.unwrap();
     tokio::time::sleep(Duration::from_millis(5)).await;
+    // `b` counted with `a`, sent before it and still out: 12 left, less `c` only, sent after.
     b.finish(StatusCode::OK, &stated(12)).await;
+    let notes = store.notes.lock().unwrap().clone();
+    let shared = notes.last().and_then(|(_, facts)| facts.left);
+    assert_eq!(shared.map(|(left, _)| left), Some(11), "{notes:?}");
     tokio::time::sleep(Duration::from_millis(1)).await;
     // Counted before `b`, answered after it: 13 left then, and `c` still out.
     a.finish(StatusCode::OK, &stated(13)).await;

@@ -361,9 +361,10 @@ fn what_is_shared_is_the_current_windows_count_until_its_end_and_the_stated_quot
         false,
         &info(20, 18, secs(2) - MS, Some(secs(2))),
     );
-    // 18 left as the server saw it, one of ours still out: 17, until the reset at 2 s.
+    // 18 left as the server saw it, one of ours sent after it still out: 17, until the reset
+    // at 2 s.
     assert_eq!(
-        q.shared_facts(MS * 5, Some(18)),
+        q.shared_facts(MS * 5, Some(18), first),
         SharedFacts {
             left: Some((17, secs(2) - MS * 5)),
             quota: Some((20, secs(2))),
@@ -379,13 +380,16 @@ fn what_is_shared_is_the_current_windows_count_until_its_end_and_the_stated_quot
         false,
         &info(20, 0, MS, Some(secs(2))),
     );
-    assert_eq!(q.shared_facts(secs(3), Some(0)).left, None);
+    assert_eq!(q.shared_facts(secs(3), Some(0), second).left, None);
     q.abandon(late);
     // A silent server's estimate is this process's share, not the server's quota: not shared.
     let mut silent_key = KeyQuota::default();
     let ticket = reserve(&mut silent_key, Duration::ZERO);
     see(&mut silent_key, MS, ticket, true, &RateLimitInfo::default());
-    assert_eq!(silent_key.shared_facts(MS, None), SharedFacts::default());
+    assert_eq!(
+        silent_key.shared_facts(MS, None, ticket),
+        SharedFacts::default()
+    );
 }
 
 /// A window's first request at `at`, then a wave of nine, answered at once: the last answer
