@@ -1110,3 +1110,48 @@ async fn heads_refused_ask_again_in_the_order_they_began_to_wait() {
     let e = wait(ask(&stated, 4, 0).await);
     assert!(near(e, SPREAD), "E, stated, just come: {e} ms");
 }
+
+/// What is left of a window goes to the heads in line in the order they began to wait, not to
+/// whoever asks first: a request in line leaves each head due to ask soon that began to wait
+/// before it its share of what is left (shared by all of them, itself too), and is told to
+/// ask again once they have. B and C began 10 and 5 min ago, were refused by a spent count and
+/// are due back in about 0.1 s; A began a minute ago and asks as the count holds 6: it takes 2
+/// (6, then 5, less a share of 2 for each of B and C), and the third is kept for them, A told
+/// to come back in well under the hour the count still runs. B and C then take, and A again.
+/// (Each process's next request asks as soon as the one before is served: left to the first to
+/// ask, four processes took whole windows in turn, one done 12-26 s before another.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn what_is_left_goes_first_to_the_heads_that_began_to_wait_first() {
+    let _turn = take_turn(module_path!()).await;
+    let (_server, store) = one_server().await;
+    let mut keys = keys("share", 0, &SILENT_KEYS);
+    keys.push("rp:{race-share-0}:since".to_owned());
+    let ask = |asker: usize, waited_ms: u64| {
+        let mut call = learned_take_call(&keys, 1, asker, waited_ms);
+        call.args.extend(["100", "20", "600000"].map(str::to_owned));
+        one_call(&store, call)
+    };
+    // A spent count ending in 0.1 s: B and C refused, due back then.
+    eval(&store, &ARRANGE_LEARNED, &keys, &["0", "", "100"]).await;
+    for (asker, waited) in [(1, 600_000), (2, 300_000)] {
+        let reply = ask(asker, waited).await;
+        assert_eq!(reply[0], "0", "refused: {reply:?}");
+    }
+    // The next window's count: 6, for an hour.
+    eval(&store, &ARRANGE_LEARNED, &keys, &["6", "", "3600000"]).await;
+    for left in ["5", "4"] {
+        let reply = ask(0, 60_000).await;
+        assert_eq!(reply[..3], ["1", "1", left], "A takes: {reply:?}");
+    }
+    let kept = ask(0, 60_000).await;
+    assert_eq!(kept[0], "0", "the rest is kept for B and C: {kept:?}");
+    let wait: u64 = kept[1].parse().unwrap();
+    assert!(
+        wait <= 250,
+        "A asks again after B and C are due, not at the count's end: {wait} ms"
+    );
+    for (asker, waited, left) in [(1, 600_000, "3"), (2, 300_000, "2"), (0, 60_000, "1")] {
+        let reply = ask(asker, waited).await;
+        assert_eq!(reply[..3], ["1", "1", left], "racer {asker}: {reply:?}");
+    }
+}

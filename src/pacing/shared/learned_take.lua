@@ -17,7 +17,8 @@
 --          waited so far, in ms
 -- ARGV[7]: how often the fleet's slow start doubles its cap, in ms (a silent server)
 -- KEYS[8] (optional): when each request in line began to wait (a sorted set, scored by the
---          Redis time); ARGV[8], ARGV[9]: the turn's spread and its halving, in ms. A request
+--          Redis time; what is left goes to the ones that began first, see below); ARGV[8],
+--          ARGV[9]: the turn's spread and its halving, in ms. A request
 --          refused is told to ask again later, so that when a window opens the heads of every
 --          process ask in the order they began to wait: against a stated quota, by up to the
 --          spread, halved for every halving it has waited; against a silent server, whose
@@ -58,21 +59,21 @@ local function refuse(code, wait)
   if since then
     local spread, halving = tonumber(ARGV[8]), tonumber(ARGV[9])
     local waited = tonumber(ARGV[6])
+    local began = now - waited
+    local held = tonumber(redis.call('ZSCORE', since, asker))
+    if not held or held > began then
+      redis.call('ZADD', since, began, asker)
+      held = began
+    end
     if silent then
-      local began = now - waited
-      local held = tonumber(redis.call('ZSCORE', since, asker))
-      if not held or held > began then
-        redis.call('ZADD', since, began, asker)
-        held = began
-      end
       local first = redis.call('ZRANGE', since, 0, 0, 'WITHSCORES')
       local lead = math.max(0, held - tonumber(first[2]))
       wait = wait + math.floor(spread * (1 - 0.5 ^ (lead / halving)))
-      if redis.call('PTTL', since) < stay then
-        redis.call('PEXPIRE', since, stay)
-      end
     else
       wait = wait + math.floor(spread * 0.5 ^ math.min(waited / halving, 64))
+    end
+    if redis.call('PTTL', since) < stay then
+      redis.call('PEXPIRE', since, stay)
     end
   end
   redis.call('ZADD', KEYS[5], now + wait, asker)
@@ -151,9 +152,40 @@ end
 -- in line leave: those due to ask again before this window ends (one refused until its end
 -- waits for the next window, and holds nothing of this one).
 local ends = redis.call('PTTL', KEYS[1])
+local due = now + math.max(ends, 0)
 local spare = left
+-- When the last of the requests that what is left is kept for is due to ask.
+local after = nil
 if not in_line then
-  spare = left - redis.call('ZCOUNT', KEYS[5], '-inf', now + math.max(ends, 0))
+  spare = left - redis.call('ZCOUNT', KEYS[5], '-inf', due)
+elseif since then
+  -- In line, it leaves each other request in line that began to wait before it, and is due to
+  -- ask in this window, its share of what is left (shared by every request in line due in
+  -- this window, itself too). Each process's next request is in line by the time it waited
+  -- in its own queue and asks as soon as the one before it was served: left to who asks
+  -- first, one process's requests, one after another, took a whole window while the heads of
+  -- the others, refused with them, waited out their turn's spread (four processes, 40 tasks,
+  -- 12 per 2 s: one process done 12-26 s before another, the slowest request 14-18 s where
+  -- each waits 6.7 s on average).
+  local others = redis.call('ZCOUNT', KEYS[5], '-inf', due)
+  local own = tonumber(redis.call('ZSCORE', KEYS[5], asker))
+  if own and own <= due then
+    others = others - 1
+  end
+  if others > 0 then
+    local share = math.ceil(left / (others + 1))
+    local held = tonumber(redis.call('ZSCORE', since, asker)) or (now - tonumber(ARGV[6]))
+    for _, other in ipairs(redis.call('ZRANGEBYSCORE', since, '-inf', '(' .. held)) do
+      local at = tonumber(redis.call('ZSCORE', KEYS[5], other))
+      -- Not one overdue by a tenth of a second (its process is slow to ask), nor one due in a
+      -- quarter of a second or later: refused until the window's end, it is due a little
+      -- before the count's end (each answer sets the count's end again, by the server's reset).
+      if at and at >= now - 100 and at <= math.min(due, now + 250) then
+        spare = spare - share
+        after = math.max(after or 0, at)
+      end
+    end
+  end
 end
 if spare >= cost then
   local taken = math.min(want, spare)
@@ -165,5 +197,9 @@ if spare >= cost then
     redis.call('PEXPIRE', KEYS[7], tonumber(ARGV[3]))
   end
   return {1, taken, left - taken}
+end
+if after and left >= cost then
+  -- Kept for others in line: asks again once they have, for what they leave.
+  return refuse(0, math.max(after - now, 0) + 10)
 end
 return refuse(0, math.max(ends, 1))
