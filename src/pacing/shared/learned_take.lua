@@ -158,10 +158,12 @@ local spare = left
 local after = nil
 if not in_line then
   spare = left - redis.call('ZCOUNT', KEYS[5], '-inf', due)
-elseif since then
+elseif since and not silent then
   -- In line, it leaves each other request in line that began to wait before it, and is due to
   -- ask in this window, its share of what is left (shared by every request in line due in
-  -- this window, itself too). Each process's next request is in line by the time it waited
+  -- this window, itself too). Not a silent server's count: its windows of one request (a
+  -- rate) went later by the wait of each request held back (four processes on nginx at 10 r/s:
+  -- 1.110 × where 1.051 ×). Each process's next request is in line by the time it waited
   -- in its own queue and asks as soon as the one before it was served: left to who asks
   -- first, one process's requests, one after another, took a whole window while the heads of
   -- the others, refused with them, waited out their turn's spread (four processes, 40 tasks,
