@@ -168,26 +168,25 @@ elseif since and not silent then
   -- first, one process's requests, one after another, took a whole window while the heads of
   -- the others, refused with them, waited out their turn's spread (four processes, 40 tasks,
   -- 12 per 2 s: one process done 12-26 s before another, the slowest request 14-18 s where
-  -- each waits 6.7 s on average).
-  local others = redis.call('ZCOUNT', KEYS[5], '-inf', due)
-  local own = tonumber(redis.call('ZSCORE', KEYS[5], asker))
-  if own and own <= due then
-    others = others - 1
-  end
-  if others > 0 then
-    local share = math.ceil(left / (others + 1))
-    local held = tonumber(redis.call('ZSCORE', since, asker)) or (now - tonumber(ARGV[6]))
-    for _, other in ipairs(redis.call('ZRANGEBYSCORE', since, '-inf', '(' .. held)) do
-      local at = tonumber(redis.call('ZSCORE', KEYS[5], other))
-      -- Not one overdue by a tenth of a second (its process is slow to ask), nor one due in a
-      -- quarter of a second or later: refused until the window's end, it is due a little
-      -- before the count's end (each answer sets the count's end again, by the server's reset).
-      if at and at >= now - 100 and at <= math.min(due, now + 250) then
-        spare = spare - share
-        after = math.max(after or 0, at)
+  -- each waits 6.7 s on average). The others counted are those due soon: not one overdue by
+  -- a tenth of a second (its process is slow to ask), nor one due in a quarter of a second or
+  -- later (refused until the window's end, it is due a little before the count's end: each
+  -- answer sets that end again, by the server's reset).
+  local soon = redis.call('ZRANGEBYSCORE', KEYS[5], now - 100, math.min(due, now + 250),
+    'WITHSCORES')
+  local held = tonumber(redis.call('ZSCORE', since, asker)) or (now - tonumber(ARGV[6]))
+  local others, earlier = 0, 0
+  for i = 1, #soon, 2 do
+    if soon[i] ~= asker then
+      others = others + 1
+      local began = tonumber(redis.call('ZSCORE', since, soon[i]))
+      if began and began < held then
+        earlier = earlier + 1
+        after = math.max(after or 0, tonumber(soon[i + 1]))
       end
     end
   end
+  spare = left - earlier * math.ceil(left / (others + 1))
 end
 if spare >= cost then
   local taken = math.min(want, spare)
