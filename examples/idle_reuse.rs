@@ -16,51 +16,39 @@
 //! Every request is a POST, as the request a retry layer may not send again: an error is a
 //! request lost to the caller.
 
+#[path = "demos/cli.rs"]
+#[allow(dead_code)]
+mod cli;
+
+use std::process::ExitCode;
 use std::time::Duration;
 
+use clap::Parser;
 use reqwest_middleware::ClientWithMiddleware;
 use reqwest_polite::PoliteClientBuilder;
 
-struct Args {
-    url: String,
-    from: f64,
-    to: f64,
-    step: f64,
-    rounds: u32,
-}
+const PROGRAM: &str = "idle_reuse";
 
-fn parse() -> Result<Args, String> {
-    let mut args = std::env::args().skip(1);
-    let mut parsed = Args {
-        url: String::new(),
-        from: 4.8,
-        to: 6.4,
-        step: 0.1,
-        rounds: 4,
-    };
-    while let Some(arg) = args.next() {
-        let mut number = |name: &str| -> Result<f64, String> {
-            args.next()
-                .and_then(|v| v.parse::<f64>().ok())
-                .filter(|v| v.is_finite() && *v >= 0.0)
-                .ok_or_else(|| format!("{name} takes a number of seconds (or rounds) ≥ 0"))
-        };
-        match arg.as_str() {
-            "--from" => parsed.from = number("--from")?,
-            "--to" => parsed.to = number("--to")?,
-            "--step" => parsed.step = number("--step")?,
-            "--rounds" => parsed.rounds = number("--rounds")? as u32,
-            url if !url.starts_with("--") && parsed.url.is_empty() => parsed.url = url.to_owned(),
-            other => return Err(format!("unknown argument {other}")),
-        }
-    }
-    if parsed.url.is_empty() {
-        return Err("give the server's URL".into());
-    }
-    if parsed.step <= 0.0 || parsed.to < parsed.from {
-        return Err("--step must be above 0 and --to at least --from".into());
-    }
-    Ok(parsed)
+#[derive(Parser, Debug)]
+#[command(
+    name = PROGRAM,
+    about = "POSTs sent on connections idle for a while: how many fail as the server closes them?"
+)]
+struct Flags {
+    /// The server, one that closes idle connections (scripts/idle_reuse.sh starts one).
+    url: String,
+    /// The shortest idle gap, in seconds.
+    #[arg(long, default_value_t = 4.8)]
+    from: f64,
+    /// The longest idle gap, in seconds.
+    #[arg(long, default_value_t = 6.4)]
+    to: f64,
+    /// The step between two lanes' gaps, in seconds.
+    #[arg(long, default_value_t = 0.1)]
+    step: f64,
+    /// How many POSTs each lane sends after its gap.
+    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    rounds: u32,
 }
 
 /// One lane: `rounds` pairs of requests `gap` apart on `client`'s one connection; how many of
@@ -79,27 +67,28 @@ async fn lane(
         tokio::time::sleep(gap).await;
         if let Err(error) = client.post(&url).body("after idle").send().await {
             failed += 1;
-            let mut text = error.to_string();
-            let mut source = std::error::Error::source(&error);
-            while let Some(cause) = source {
-                text = format!("{text}: {cause}");
-                source = cause.source();
-            }
-            first_error.get_or_insert(text);
+            first_error.get_or_insert_with(|| cli::error_chain(&error));
         }
     }
     (failed, first_error)
 }
 
 #[tokio::main]
-async fn main() {
-    let args = match parse() {
-        Ok(args) => args,
-        Err(message) => {
-            eprintln!("idle_reuse: {message}");
-            std::process::exit(2);
-        }
+async fn main() -> ExitCode {
+    let args: Flags = match cli::parse_flags(PROGRAM) {
+        Ok(flags) => flags,
+        Err(code) => return code,
     };
+    let seconds = [args.from, args.to, args.step];
+    if seconds.iter().any(|s| !s.is_finite() || *s < 0.0) || args.step == 0.0 {
+        return cli::bad_input(
+            PROGRAM,
+            "--from, --to and --step are seconds, --step above 0",
+        );
+    }
+    if args.to < args.from {
+        return cli::bad_input(PROGRAM, "--to must be at least --from");
+    }
     let steps = ((args.to - args.from) / args.step).round() as u32;
     let gaps: Vec<f64> = (0..=steps)
         .map(|i| args.from + args.step * f64::from(i))
@@ -146,4 +135,5 @@ async fn main() {
     if let Some(error) = errors.first() {
         println!("the first error: {error}");
     }
+    ExitCode::SUCCESS
 }

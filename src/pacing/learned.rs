@@ -565,6 +565,14 @@ impl KeyQuota {
         self.out.len() as u64
     }
 
+    /// How many of our requests still out were sent after `ticket`'s (serials wrap).
+    fn out_after(&self, ticket: Ticket) -> u64 {
+        self.out
+            .iter()
+            .filter(|&&(serial, _)| serial.wrapping_sub(ticket.serial) as i64 > 0)
+            .count() as u64
+    }
+
     /// A reservation sent at `now`, alone (the others wait for its answer) or not.
     fn ticket(&mut self, now: Duration, alone: bool, window: Option<Duration>) -> Ticket {
         let serial = self.next_serial;
@@ -992,27 +1000,25 @@ impl KeyQuota {
 
     /// What this key's quota is known to be at `now`, for the other processes: what is left
     /// of the current window (net of our own requests) until its end, and the quota per
-    /// window the server states. `stated` is what the answer just seen states is left: less
-    /// our own requests still out, it is shared when the budget holds less. The budget takes
-    /// off, for a window that frees slot by slot, also the requests answered while each one
-    /// was out (the server may have counted them after it), and every process takes a window
-    /// for such a one when other processes' requests count in it (more counted than it sent
-    /// into it). Shared, where the store keeps a window's least count, those requests idled
-    /// their slots: four processes on rate-limiter-flexible's 12 per 2 s shared 1 and then 0
-    /// after answers stating 3 and 2 left, and windows near the job's end let 10 or 11 of 12
-    /// through. The store's count, which every take lowers, already leaves out every request
-    /// taken and not yet counted, so what is shared may be more than the budget.
+    /// window the server states. `stated` is what the answer to `answered` states is left:
+    /// less our requests still out that were sent after it, it is shared when the budget
+    /// holds less. Those sent before it reached the server first, as a rule, and are counted
+    /// in it; taken off as well, they lowered the store's count below the server's whenever
+    /// answers came in while other requests of the process were out (the heads of several
+    /// processes taking turns in one window: one slot of 12 idled in a window of 30). The
+    /// budget takes off, for a window that frees slot by slot, also the requests answered
+    /// while each one was out (the server may have counted them after it), and every process
+    /// takes a window for such a one when other processes' requests count in it (more counted
+    /// than it sent into it). Shared, where the store keeps a window's least count, those
+    /// requests idled their slots: four processes on rate-limiter-flexible's 12 per 2 s shared
+    /// 1 and then 0 after answers stating 3 and 2 left, and windows near the job's end let 10
+    /// or 11 of 12 through. The store's count, which every take lowers, already leaves out
+    /// every request taken and not yet counted, so what is shared may be more than the budget.
     ///
     /// Not a silent server's estimate: it measures what this process was admitted, its share
     /// and not the server's quota (shared as the quota of all, it held four processes to one
     /// process's share: measured 2.4 × the quota's time instead of 1.4–1.6 × alone). Bare
     /// 429s are still shared, as the gate.
-    ///
-    /// Of our requests still out, only those sent after the one answered are taken off what it
-    /// states: those sent before it reached the server before it, as a rule, and are counted
-    /// in it. Taken off too, they lowered the store's count below the server's whenever
-    /// answers came in while other requests of the process were out (the heads of several
-    /// processes taking turns in one window: one slot of 12 idled in a window of 30).
     pub(crate) fn shared_facts(
         &self,
         now: Duration,
@@ -1021,13 +1027,8 @@ impl KeyQuota {
     ) -> SharedFacts {
         let left = match (self.fresh, self.budget, self.reset_at) {
             (true, Some(budget), Some(reset_at)) if reset_at > now => {
-                let later = self
-                    .out
-                    .iter()
-                    .filter(|&&(serial, _)| serial.wrapping_sub(answered.serial) as i64 > 0)
-                    .count() as u64;
-                let answered = stated.map_or(0, |left| left.saturating_sub(later));
-                Some((budget.max(answered), reset_at - now))
+                let told = stated.map_or(0, |left| left.saturating_sub(self.out_after(answered)));
+                Some((budget.max(told), reset_at - now))
             }
             _ => None,
         };
