@@ -45,12 +45,16 @@ struct FixedWindowRules {
     count_refused: bool,
     /// A refused request begins the key's window again (its count kept).
     restarted_by_refusals: bool,
+    /// The first refusal of a window blocks the key this long (nanoseconds; 0 for none).
+    block_nanos: u64,
 }
 
-/// The count of one key in the window it was last used in, and when that window began.
+/// The count of one key in the window it was last used in, and when that window began; or,
+/// for a limiter that blocks a key at its first refusal, when that block ends (0 for none).
 struct WindowCount {
     start: u64,
     count: u64,
+    blocked_until: u64,
 }
 
 impl FixedWindow {
@@ -65,6 +69,7 @@ impl FixedWindow {
                 from_first_request: false,
                 count_refused: false,
                 restarted_by_refusals: false,
+                block_nanos: 0,
             }),
         })
     }
@@ -138,6 +143,39 @@ impl FixedWindow {
         })
     }
 
+    /// The first request a window refuses blocks the key for `block`: every request is
+    /// refused until then, and the next one after it begins a window afresh, as
+    /// rate-limiter-flexible's `blockDuration` does. Pressing on while blocked does not make
+    /// the block longer. Implies [`anchored_at_first_request`](Self::anchored_at_first_request).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use reqwest_polite::limiter::{FixedWindow, RateLimiter};
+    /// use reqwest_polite::time::ManualClock;
+    ///
+    /// let clock = ManualClock::new();
+    /// let limiter = FixedWindow::new(1, Duration::from_secs(1))?
+    ///     .blocked_after_refusal(Duration::from_secs(2))
+    ///     .with_clock(clock.clone());
+    ///
+    /// assert!(limiter.check("alice", 1).allowed); // her window: 0 s to 1 s
+    /// clock.advance(Duration::from_millis(500));
+    /// let refused = limiter.check("alice", 1); // refused: she is blocked to 2.5 s
+    /// assert_eq!(refused.retry_after, Some(Duration::from_secs(2)));
+    /// clock.advance(Duration::from_millis(1500));
+    /// assert!(!limiter.check("alice", 1).allowed); // 2 s: her window is over, her block not
+    /// clock.advance(Duration::from_millis(500));
+    /// assert!(limiter.check("alice", 1).allowed); // 2.5 s: a window of her own again
+    /// # Ok::<(), reqwest_polite::limiter::LimiterConfigError>(())
+    /// ```
+    pub fn blocked_after_refusal(self, block: Duration) -> Self {
+        let block_nanos = u64::try_from(block.as_nanos()).unwrap_or(u64::MAX);
+        self.with_rules(|rules| {
+            rules.from_first_request = true;
+            rules.block_nanos = block_nanos;
+        })
+    }
+
     fn with_rules(self, change: impl FnOnce(&mut FixedWindowRules)) -> Self {
         Self {
             states: self.states.with_rules(change),
@@ -157,23 +195,41 @@ impl Algorithm for FixedWindowRules {
     }
 
     fn fresh(&self) -> WindowCount {
-        WindowCount { start: 0, count: 0 }
+        WindowCount {
+            start: 0,
+            count: 0,
+            blocked_until: 0,
+        }
     }
 
     fn decide(&self, state: &mut WindowCount, now: u64, cost: u64) -> Decision {
         let window_end = |start: u64| u128::from(start) + u128::from(self.window_nanos);
+        if state.blocked_until > now {
+            let until_unblocked = nanos_to_duration(u128::from(state.blocked_until - now));
+            return Decision {
+                allowed: false,
+                limit: self.limit,
+                remaining: 0,
+                reset: until_unblocked,
+                retry_after: Some(until_unblocked),
+            };
+        }
         // A clock that went back keeps counting in the window already reached.
         if self.from_first_request {
-            if state.count == 0 || u128::from(now) >= window_end(state.start) {
-                *state = WindowCount {
-                    start: now,
-                    count: 0,
-                };
+            if state.count == 0
+                || u128::from(now) >= window_end(state.start)
+                || state.blocked_until > 0
+            {
+                *state = self.fresh();
+                state.start = now;
             }
         } else {
             let start = now - now % self.window_nanos;
             if start > state.start {
-                *state = WindowCount { start, count: 0 };
+                *state = WindowCount {
+                    start,
+                    ..self.fresh()
+                };
             }
         }
         let fits = state
@@ -185,6 +241,17 @@ impl Algorithm for FixedWindowRules {
         }
         if !fits && self.restarted_by_refusals && state.count > 0 {
             state.start = now;
+        }
+        if !fits && self.block_nanos > 0 && cost <= self.limit {
+            state.blocked_until = now.saturating_add(self.block_nanos);
+            let block = nanos_to_duration(u128::from(self.block_nanos));
+            return Decision {
+                allowed: false,
+                limit: self.limit,
+                remaining: 0,
+                reset: block,
+                retry_after: Some(block),
+            };
         }
         let until_window_end =
             nanos_to_duration(window_end(state.start).saturating_sub(u128::from(now)));
@@ -203,6 +270,9 @@ impl Algorithm for FixedWindowRules {
     }
 
     fn is_idle(&self, state: &WindowCount, now: u64) -> bool {
+        if state.blocked_until > now {
+            return false;
+        }
         if self.from_first_request {
             state.count == 0
                 || u128::from(now) >= u128::from(state.start) + u128::from(self.window_nanos)
