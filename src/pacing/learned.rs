@@ -160,8 +160,9 @@
 //! - `silent`, `silent_rate`, `silent_pace` and `fleet`: a server that states nothing, as
 //!   windows, as a rate, as an even pace, and learned by many processes as one; under
 //!   `silent/`, the probes after a refusal (`probes`), the round numbers tried first
-//!   (`round`), a window that each refusal begins again (`restart`), and the hand-overs to
-//!   the rate and the even pace (`handover`);
+//!   (`round`), a window that each refusal begins again (`restart`), a key that each
+//!   refusal blocks for a while (`block`), and the hand-overs to the rate and the even pace
+//!   (`handover`);
 //! - `snapshot`: what the pacer shows of it all.
 //!
 //! The tests on a manual clock follow the same lines: `tests.rs` holds the helpers and a key

@@ -68,6 +68,9 @@ enum Shape {
     /// A fixed window from a key's first request that each refused request begins again, its
     /// count kept (`@fastify/rate-limit`'s `continueExceeding`).
     Restarted(u64, Duration),
+    /// A fixed window from a key's first request whose first refusal blocks the key for the
+    /// third figure (rate-limiter-flexible's `blockDuration`).
+    Blocked(u64, Duration, Duration),
     /// A sliding log.
     Log(u64, Duration),
     /// A sliding log stating when its oldest slot frees (as Flask-Limiter's moving window
@@ -127,6 +130,12 @@ fn build(shape: &Shape, says: Says) -> RateLimitedApi {
                 .restarted_by_refusals()
                 .with_clock(TokioClock::new()),
         ),
+        Shape::Blocked(l, w, block) => api_of(
+            FixedWindow::new(l, w)
+                .expect("valid")
+                .blocked_after_refusal(block)
+                .with_clock(TokioClock::new()),
+        ),
         Shape::Log(l, w) => api_of(
             SlidingWindowLog::new(l, w)
                 .expect("valid")
@@ -184,6 +193,7 @@ fn quota_per_window(shape: &Shape) -> Option<(u64, Duration)> {
         Shape::Fixed(l, w)
         | Shape::FirstRequest(l, w)
         | Shape::Restarted(l, w)
+        | Shape::Blocked(l, w, _)
         | Shape::Log(l, w)
         | Shape::HeldLog(l, w, _)
         | Shape::Counter(l, w)
@@ -860,6 +870,32 @@ fn cases_named_nowhere_else() -> Vec<Case> {
             1,
             1.06,
         ),
+        // A fixed window from the first request whose first refusal blocks the key
+        // (rate-limiter-flexible's `blockDuration`). The first window's probes all fall in
+        // the block: for 2 s, the admitted probe's gap reads as a window that each refusal
+        // begins again (see the `restart` module); for 3.5 s, so does it, and the round step
+        // refused then holds the key longer than a window, which the `block` module reads as
+        // a block: 1.72 × with 12 × 429 before it, 1.07-1.08 × with 12 (seeds 1-2).
+        case(
+            "silent blocked 10/1s for 2s",
+            Shape::Blocked(10, ms(1000), ms(2000)),
+            Says::Silent,
+            600,
+            10,
+            8,
+            0,
+            1.08,
+        ),
+        case(
+            "silent blocked 8/2s for 3.5s",
+            Shape::Blocked(8, ms(2000), ms(3500)),
+            Says::Silent,
+            400,
+            10,
+            14,
+            0,
+            1.12,
+        ),
     ]
 }
 
@@ -984,6 +1020,15 @@ async fn shapes_and_parameters_named_nowhere_else_silent() {
 ///   10 s, a gap of 5 s; the trial of that gap is admitted and the round steps under it go a
 ///   window each, 4.03, 3.02, then 2.52 s: about 7.6 s lost to the first window and 4.6 s to
 ///   the steps.
+/// - A silent fixed window of 10 per 1 s from the key's first request whose first refusal
+///   blocks the key for 1.8 s (rate-limiter-flexible's `blockDuration`): 1.68-1.73 × with 8 ×
+///   429, none late (seeds 1-2). The first window's probes all fall in the block and read a
+///   window of 2 s known longer than 1.5 s; the search settles at 1.63 s. The quota's climb
+///   to 11 is refused at 7.4 s, and its block refuses the next window's first request at
+///   1.627 s, the gap a whole window was admitted at 1 ms before: no contradiction (the
+///   `block` module needs it later by a 128th), and the probe after it is let through. Real
+///   rate-limiter-flexible's block of 2 s, 10 per 1 s, refused it 20 ms later (the timers of
+///   a real socket) and a probe after it: the block read, 1.19 × (was 1.95 ×).
 #[tokio::test(start_paused = true)]
 #[ignore = "known failures (issue 17): see the doc comment for what each measures"]
 async fn known_failures() {
@@ -1121,6 +1166,16 @@ async fn known_failures() {
         case(
             "silent restarted 8/2.5s",
             Shape::Restarted(8, ms(2500)),
+            Says::Silent,
+            600,
+            10,
+            10,
+            0,
+            1.05,
+        ),
+        case(
+            "silent blocked 10/1s for 1.8s",
+            Shape::Blocked(10, ms(1000), ms(1800)),
             Says::Silent,
             600,
             10,

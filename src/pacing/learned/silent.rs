@@ -23,8 +23,11 @@
 //!
 //! A limiter that each refused request begins its window again reads to the probes as a far
 //! longer window: the `restart` module tries the gap that let a probe through, and paces to
-//! it once admitted. The probes after a refusal are the `probes` module's, the round numbers
-//! the search tries first the `round` module's.
+//! it once admitted. A limiter that blocks a key for a while from its first refusal refuses a
+//! request as late into a window as a whole window was admitted at: the `block` module reads
+//! that contradiction, and holds the key the block's length after each refusal, where the
+//! probes would pay a 429 each through it. The probes after a refusal are the `probes`
+//! module's, the round numbers the search tries first the `round` module's.
 
 use std::time::Duration;
 
@@ -33,11 +36,13 @@ use super::Ticket;
 use super::silent_pace::SilentPace;
 use super::silent_rate::SilentRate;
 
+mod block;
 mod handover;
 mod probes;
 mod restart;
 mod round;
 
+use self::block::Blocking;
 use self::handover::REFUTED_BY_FAR;
 use self::probes::{FIRST_PAUSE, PAUSE_GROWTH, Probing, REMEASURE_SHARE};
 use self::restart::Restart;
@@ -160,6 +165,8 @@ pub(super) struct Silence {
     round_window: Option<Duration>,
     /// Whether the windows are ones that each refusal begins again (see the `restart` module).
     restart: Restart,
+    /// Whether each refusal blocks the key for a while (see the `block` module).
+    blocking: Blocking,
     /// The pause the last answer asked ends where the next window begins, one request alone,
     /// and is kept as it is (see [`Silence::probe_aimed`]).
     aimed_at_window: bool,
@@ -237,6 +244,7 @@ impl Silence {
             windows_begun: 0,
             round_window: None,
             restart: Restart::default(),
+            blocking: Blocking::default(),
             aimed_at_window: false,
         }
     }
@@ -349,6 +357,7 @@ impl Silence {
             // one in flight.
             let trial = next_try < window;
             self.restart.begin_window(next_try, trial);
+            self.block_window_begins(self.window_start, now);
             self.previous_start = self.window_start;
             self.previous_admitted = self.admitted;
             self.unproven = self.refused_in_window || self.used < self.quota(now) || trial;
@@ -584,6 +593,7 @@ impl Silence {
             self.midpoint_refused = false;
             self.previous_sends.clear();
             self.sends = vec![ticket.sent];
+            self.block_window_begins(probing.from, ticket.sent);
             self.previous_start = probing.from;
             self.previous_admitted = measured;
             self.window_start = ticket.sent;
@@ -614,6 +624,7 @@ impl Silence {
             self.floor = measured;
             self.curve
                 .throttled(measured as f64, self.windows_at(probing.at));
+            self.block_confirmed(ticket.sent, window, probing.probe_refused);
             return Learned::Counted;
         }
         if ticket.window == Some(self.window_start) || self.window.is_none() {
@@ -691,6 +702,9 @@ impl Silence {
         self.unproven = true;
         self.rested = false;
         self.refused_in_window = true;
+        if !was_probe && self.window.is_some() && ticket.window == Some(self.window_start) {
+            self.block_refused_inside(ticket.sent);
+        }
         // No window measured yet: the first window's probes, which go back to round offsets.
         let first = self.window.is_none();
         if let Some(probing) = &mut self.probing {
@@ -748,6 +762,7 @@ impl Silence {
     /// The current window's first request was refused: the window before it goes on, with
     /// what it admitted and when its requests went.
     fn undo_window(&mut self) {
+        self.block_window_undone();
         self.window_start = self.previous_start;
         self.admitted = self.previous_admitted;
         self.sends = std::mem::take(&mut self.previous_sends);
@@ -773,6 +788,7 @@ impl Silence {
             // in a window against a fixed window on the clock, whose edge our first requests
             // do not set).
             self.raise_too_short(into, self.admitted);
+            self.block_early_refused(self.window_start + into, into);
             self.round_window = None;
             self.used = u64::MAX;
             self.midpoint_refused = true;
@@ -805,6 +821,7 @@ impl Silence {
             let next = self.window_start.saturating_add(into).saturating_add(wider);
             return Ok(next.saturating_sub(now).max(Duration::from_millis(1)));
         }
+        self.block_suspected(self.window_start + into, into);
         // It went at the estimated end: the estimate was too short. Measure again, the first
         // probe a sixteenth of the window later: the edge is near, but a window of seconds
         // probed from a quarter of a second drew four refusals in the 1.5 s to it (the grid's

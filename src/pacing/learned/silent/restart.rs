@@ -10,7 +10,8 @@
 //! again), and a refusal holds the key a window from the refused request (see
 //! [`Silence::refused_restarting`]). The gap is one between two of the probes' round offsets,
 //! so the round lengths under it are then tried, longest first, until one is refused (see
-//! [`Silence::restart_step`]).
+//! [`Silence::restart_step`]). A key that each refusal blocks for a while is held the same
+//! way, for the block's length (see the `block` module), and its round lengths tried alike.
 
 use std::time::Duration;
 
@@ -42,12 +43,26 @@ pub(super) struct Restart {
     /// The current window began at that trial's gap (told by what began it, not by its time:
     /// over a socket a window begins a little after it was due).
     trying: bool,
+    /// How long a refusal holds the key, if not a window: a block (see the `block` module).
+    hold: Option<Duration>,
 }
 
 impl Restart {
     /// Whether the windows are taken for ones that each refusal begins again.
     pub(super) fn confirmed(&self) -> bool {
         self.confirmed
+    }
+
+    /// The key's refusals block it for `hold` (see the `block` module): each holds the key that
+    /// long, and the round lengths under the window are tried as for a window that refusals
+    /// begin again.
+    pub(super) fn confirm_block(&mut self, hold: Duration) {
+        self.trial = None;
+        self.trying = false;
+        self.confirmed = true;
+        self.steps = true;
+        self.refused_at = None;
+        self.hold = Some(hold);
     }
 
     /// The gap the trial sends a window's successor at, while it is to be made.
@@ -141,23 +156,36 @@ impl Silence {
         let window = self
             .window
             .filter(|_| self.restart.confirmed && self.probing.is_none())?;
+        let hold = self.restart.hold.unwrap_or(window);
         let first_of_window = was_probe && ticket.window == Some(self.window_start);
         if first_of_window && self.restart.stepping {
             // A round step too short: the window is longer, and no shorter step is tried.
             let into = self.window_start.saturating_sub(self.previous_start);
             self.raise_too_short(into, self.previous_admitted);
+            // A step goes only after a window with no refusal: no block refused it.
+            self.block_bound(into);
             self.restart.stepping = false;
             self.restart.steps = false;
         } else if first_of_window
             && self
                 .restart
                 .refused_at
-                .is_some_and(|at| self.window_start >= at.saturating_add(window))
+                .is_some_and(|at| self.window_start >= at.saturating_add(hold))
         {
             tracing::debug!("pacing: a window that refusals begin again, refuted");
+            // Held longer than a window by its last refusal: a block from it, maybe (see the
+            // `block` module), which the probes that follow measure.
+            if let Some(at) = self
+                .restart
+                .refused_at
+                .filter(|_| self.restart.hold.is_none())
+            {
+                self.block_suspected_after(at, window);
+            }
             self.restart.confirmed = false;
             self.restart.steps = false;
             self.restart.refused_at = None;
+            self.restart.hold = None;
             return None;
         }
         let at = self
@@ -178,7 +206,7 @@ impl Silence {
         // alone: aimed, not spread (spread, a step refused waited up to 10 % of a window
         // more).
         self.aimed_at_window = true;
-        let next = at.saturating_add(window);
+        let next = at.saturating_add(hold);
         Some(next.saturating_sub(now).max(Duration::from_millis(1)))
     }
 
@@ -250,7 +278,12 @@ impl Silence {
     fn restart_trial_refused(&mut self, now: Duration, window: Duration) -> Duration {
         self.restart.trial = None;
         self.restart.trying = false;
+        let (sent, into) = (
+            self.window_start,
+            self.window_start.saturating_sub(self.previous_start),
+        );
         self.undo_window();
+        self.block_early_refused(sent, into);
         self.used = u64::MAX;
         self.aimed_at_window = true;
         let next = self.window_start.saturating_add(self.next_try(window));

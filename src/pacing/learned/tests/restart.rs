@@ -180,3 +180,54 @@ fn a_window_that_each_refusal_begins_again_longer_than_the_longest_pause_is_let_
         "{firsts:?}"
     );
 }
+
+/// A silent fixed window of `limit` per `window` from the key's first request whose first
+/// refusal blocks the key for `block` (rate-limiter-flexible's `blockDuration`): every request
+/// until then is refused, and the first after it begins a window afresh.
+fn blocked_window(limit: u64, window: Duration, block: Duration) -> impl FnMut(Duration) -> bool {
+    let (mut start, mut count, mut blocked_until) = (None::<Duration>, 0u64, None::<Duration>);
+    move |now| {
+        if let Some(until) = blocked_until {
+            if now < until {
+                return false;
+            }
+            blocked_until = None;
+            start = None;
+        }
+        if start.is_none_or(|start| now >= start + window) {
+            start = Some(now);
+            count = 0;
+        }
+        count += 1;
+        let admitted = count <= limit;
+        if !admitted {
+            blocked_until = Some(now + block);
+        }
+        admitted
+    }
+}
+
+#[test]
+fn a_window_whose_refusals_block_the_key_is_paced_at_its_window_once_a_block_shows() {
+    // 8 per 2 s, the key blocked 3.5 s from its first refusal. The first window's probes all
+    // fall in the block and read a window that each refusal begins again, 2 s; the round step
+    // under it (1.5 s) is refused, and the block refuses the window's first request a whole
+    // window after that refusal: a block, measured by the probes, held after each refusal
+    // since. The windows go at 2 s, where they went at the probes' 3.5-5.5 s.
+    let mut q = KeyQuota::new(false);
+    let sent = drive_silently(
+        &mut q,
+        &mut blocked_window(8, secs(2), MS * 3_500),
+        secs(60),
+    );
+    let (refused, late, admitted_late) = tally(&sent);
+    assert_eq!(late, 0, "refused in the second half");
+    let (quota, window) = q.estimate(secs(60)).expect("an estimate");
+    assert_eq!(quota, 8);
+    assert!(window >= secs(2) && window <= MS * 2_030, "{window:?}");
+    assert!(
+        admitted_late >= 112,
+        "{admitted_late} admitted in the second half"
+    );
+    assert!(refused <= 12, "{refused} refusals");
+}
