@@ -167,7 +167,7 @@
 //!
 //! The tests on a manual clock follow the same lines: `tests.rs` holds the helpers and a key
 //! with no news, `tests/` one file for each of stated windows, moving windows, silent
-//! windows, a window that refusals begin again, and buckets and counters.
+//! windows, a window that refusals begin again (or block), and buckets and counters.
 
 use std::time::Duration;
 

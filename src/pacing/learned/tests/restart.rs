@@ -1,8 +1,11 @@
 //! A window that each refused request begins again (`@fastify/rate-limit`'s
 //! `continueExceeding`), beside a fixed window from the first request that refusals do not
-//! begin again: a minute of each against the silent model.
+//! begin again, and one whose first refusal blocks the key for a while (the `block` module,
+//! which shares the restart's hold): a minute of each against the silent model.
 
 use super::*;
+use crate::limiter::{FixedWindow, RateLimiter};
+use crate::time::ManualClock;
 
 /// A silent fixed window of `limit` per `window` from the key's first request, which each
 /// refused request begins again (its count kept) when `restarted` (`@fastify/rate-limit`'s
@@ -181,29 +184,18 @@ fn a_window_that_each_refusal_begins_again_longer_than_the_longest_pause_is_let_
     );
 }
 
-/// A silent fixed window of `limit` per `window` from the key's first request whose first
-/// refusal blocks the key for `block` (rate-limiter-flexible's `blockDuration`): every request
-/// until then is refused, and the first after it begins a window afresh.
+/// The mock's fixed window of `limit` per `window` from the key's first request whose first
+/// refusal blocks the key for `block` ([`FixedWindow::blocked_after_refusal`]), asked at each
+/// instant on a manual clock.
 fn blocked_window(limit: u64, window: Duration, block: Duration) -> impl FnMut(Duration) -> bool {
-    let (mut start, mut count, mut blocked_until) = (None::<Duration>, 0u64, None::<Duration>);
+    let clock = ManualClock::new();
+    let limiter = FixedWindow::new(limit, window)
+        .expect("a valid window")
+        .blocked_after_refusal(block)
+        .with_clock(clock.clone());
     move |now| {
-        if let Some(until) = blocked_until {
-            if now < until {
-                return false;
-            }
-            blocked_until = None;
-            start = None;
-        }
-        if start.is_none_or(|start| now >= start + window) {
-            start = Some(now);
-            count = 0;
-        }
-        count += 1;
-        let admitted = count <= limit;
-        if !admitted {
-            blocked_until = Some(now + block);
-        }
-        admitted
+        clock.set(now);
+        limiter.check("key", 1).allowed
     }
 }
 
