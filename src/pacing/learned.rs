@@ -343,6 +343,9 @@ pub(crate) struct KeyQuota {
     /// A silent server, paced by the estimate the processes share (see the `fleet` module):
     /// this process's own silent model stands aside.
     fleet: bool,
+    /// Other processes spend this key's quota too (they share what they learn through a
+    /// store): a window's count holds their requests as well as ours.
+    counted_with_others: bool,
 }
 
 /// One admitted request of a window: the server counted it between `at` and `answered`.
@@ -872,7 +875,12 @@ impl KeyQuota {
                 self.recount = false;
                 budget.min(net)
             }
-            // Our own reservations are already taken off; others may have spent more.
+            // Our own reservations are already taken off; others may have spent more. Where
+            // other processes spend too, ours sent after it and still out are taken off what
+            // it states as well: the budget is shared, and theirs leave it no slack.
+            Some(budget) if !self.budget_guessed && self.counted_with_others => {
+                budget.min(remaining.saturating_sub(self.out_after(ticket)))
+            }
             Some(budget) if !self.budget_guessed => budget.min(remaining),
             // First news of a window we rolled: the requests still in flight may not
             // be counted yet. Nor may it raise what the roll left: the requests that

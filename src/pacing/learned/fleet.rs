@@ -24,6 +24,14 @@ impl KeyQuota {
         self.fleet = fleet;
     }
 
+    /// Whether other processes spend this key's quota too, sharing what they learn through a
+    /// store (every process that asks the same store under the same name does): a window's
+    /// count then holds their requests as well as ours, and one above ours says nothing of
+    /// how the window frees (see `first_answer_of_roll`).
+    pub(crate) fn counted_with_others(&mut self, shared: bool) {
+        self.counted_with_others = shared;
+    }
+
     /// Whether the response is the shared estimate's to learn from, not this process's: the
     /// store paces the key, and the answer states nothing at all (a `Retry-After` alone is
     /// the server's word on the pause, which this process obeys itself).

@@ -463,14 +463,25 @@ impl KeyQuota {
 
     /// The first answer of a window we rolled: more counted in it than went since (and near
     /// the end of the last) means the last window's requests still count (a sliding log).
+    ///
+    /// Not where other processes spend the quota too: their requests count in the window, so
+    /// more counted than ours is no news of how it frees, and how it freed before stands.
+    /// Read as a sliding log's, it kept the end this process's roll projected (the last
+    /// window's plus a window) over the stated reset, and that end was early whenever another
+    /// process began the window (real express-rate-limit, a fixed window from its first
+    /// request, as four processes: each process drew a 429 at a window's end 9-83 ms early,
+    /// `acceptance-2026-12-08-express-draft8-4proc-traced.txt`).
     pub(super) fn first_answer_of_roll(&mut self, now: Duration, info: &RateLimitInfo) {
         let (Some(limit), Some(remaining)) = (self.limit, info.remaining) else {
             return;
         };
         let ours = (self.sends.len() as u64).saturating_add(self.straddled);
+        let counted_beyond_ours = limit.saturating_sub(remaining) > ours;
         self.refill = if self.refill == Refill::Stated {
             Refill::Stated
-        } else if limit.saturating_sub(remaining) > ours {
+        } else if counted_beyond_ours && self.counted_with_others {
+            self.refill
+        } else if counted_beyond_ours {
             Refill::Trickle
         } else {
             Refill::Whole

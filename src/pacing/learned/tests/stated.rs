@@ -534,3 +534,60 @@ fn a_windows_last_unit_is_held_to_bound_its_length_only_while_others_wait_for_it
     let (mut q, now) = three_of_a_rounded_window_spent();
     assert!(matches!(q.reserve(now, demand(0)), Admission::Reserved(_)));
 }
+
+/// A window of 20 per 2 s that begins with its first request, spent by four processes: this
+/// one began the first window at 0, and the others begin the second 60 ms after this one's
+/// roll at 2 s. Its first answer after the roll counts the whole quota spent, one request of
+/// it ours; returns when its next request may go.
+fn fleet_window_after_roll(with_others: bool) -> Admission {
+    let mut q = KeyQuota::default();
+    q.counted_with_others(with_others);
+    let first = reserve(&mut q, Duration::ZERO);
+    see(
+        &mut q,
+        MS,
+        first,
+        false,
+        &info(20, 19, secs(2), Some(secs(2))),
+    );
+    let rest: Vec<Ticket> = (0..4).map(|_| reserve(&mut q, MS * 2)).collect();
+    for (i, ticket) in rest.into_iter().enumerate() {
+        see(
+            &mut q,
+            MS * 3,
+            ticket,
+            false,
+            &info(20, 3 - i as u64, secs(2), Some(secs(2))),
+        );
+    }
+    // The window's count spent: the roll at its end (2 s as this process's answers put it).
+    assert_eq!(q.try_reserve(MS * 4, 1), Admission::WaitUntil(MS * 2001));
+    // The other processes' requests began the server's second window at 2.06 s; this one's,
+    // sent at 2.07 s, is its last slot, which ends at 4.06 s (stated as 2 s, rounded up).
+    let ours = reserve(&mut q, MS * 2070);
+    see(
+        &mut q,
+        MS * 2071,
+        ours,
+        false,
+        &info(20, 0, secs(2), Some(secs(2))),
+    );
+    q.try_reserve(MS * 2072, 1)
+}
+
+#[test]
+fn with_other_processes_a_roll_s_first_answer_counting_theirs_keeps_the_stated_end() {
+    // Alone, more counted than this process sent reads as a sliding log's leftovers: a slot
+    // frees a window after the request that spent it, and the next request goes at 2.074 s,
+    // long before the server's end at 4.06 s (refused).
+    assert_eq!(
+        fleet_window_after_roll(false),
+        Admission::WaitUntil(MS * 2074)
+    );
+    // Where other processes spend too, their requests made that count: the window is
+    // bounded by its answer (2.071 s plus the window), after the server's end.
+    assert_eq!(
+        fleet_window_after_roll(true),
+        Admission::WaitUntil(MS * 4071)
+    );
+}
