@@ -75,6 +75,9 @@ pub(crate) struct KeyTable {
     per_key_rate: Option<Rate>,
     /// Whether a new key's first request goes alone.
     probe_new: bool,
+    /// Whether other processes spend each key's quota too (see
+    /// [`KeyQuota::counted_with_others`]).
+    counted_with_others: bool,
     /// Which partitions share one quota entry (see the `scope` module).
     pub(crate) scopes: Arc<ScopeTable>,
 }
@@ -90,7 +93,17 @@ impl KeyTable {
             clock,
             per_key_rate,
             probe_new,
+            counted_with_others: false,
             scopes: Arc::default(),
+        }
+    }
+
+    /// Every key's quota is spent by other processes too: they share what they learn through
+    /// a store (see [`KeyQuota::counted_with_others`]).
+    pub(crate) fn counted_with_others(self, shared: bool) -> KeyTable {
+        KeyTable {
+            counted_with_others: shared,
+            ..self
         }
     }
 
@@ -121,12 +134,14 @@ impl KeyTable {
             let now = self.clock.now();
             keys.retain(|_, state| !state.is_idle(now, Duration::ZERO));
         }
+        let mut quota = KeyQuota::new(self.probe_new);
+        quota.counted_with_others(self.counted_with_others);
         let state = KeyState {
             queue: Arc::new(Queue {
                 turn: Semaphore::new(1),
                 news: Notify::new(),
             }),
-            quota: KeyQuota::new(self.probe_new),
+            quota,
             local: self
                 .per_key_rate
                 .map(|rate| LocalBucket::new(rate, self.clock.clone())),

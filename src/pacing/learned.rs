@@ -878,10 +878,14 @@ impl KeyQuota {
             // Our own reservations are already taken off; others may have spent more. Where
             // other processes spend too, ours sent after it and still out are taken off what
             // it states as well: the budget is shared, and theirs leave it no slack.
-            Some(budget) if !self.budget_guessed && self.counted_with_others => {
-                budget.min(remaining.saturating_sub(self.out_after(ticket)))
+            Some(budget) if !self.budget_guessed => {
+                let ours_after = if self.counted_with_others {
+                    self.out_after(ticket)
+                } else {
+                    0
+                };
+                budget.min(remaining.saturating_sub(ours_after))
             }
-            Some(budget) if !self.budget_guessed => budget.min(remaining),
             // First news of a window we rolled: the requests still in flight may not
             // be counted yet. Nor may it raise what the roll left: the requests that
             // went near the last window's end and were answered before this one may

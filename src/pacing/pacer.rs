@@ -235,9 +235,12 @@ impl PacerBuilder {
         // learned does not).
         let probe_new_keys =
             self.learn && self.rate.is_none() && shared.as_ref().is_none_or(SharedQuota::learns);
+        // Processes that share what they learn spend each key's quota together.
+        let learned_together = shared.as_ref().is_some_and(SharedQuota::learns);
         Pacer {
             inner: Arc::new(PacerInner {
-                keys: KeyTable::new(self.clock.clone(), per_key_rate, probe_new_keys),
+                keys: KeyTable::new(self.clock.clone(), per_key_rate, probe_new_keys)
+                    .counted_with_others(learned_together),
                 clock: self.clock,
                 mode: self.mode,
                 whole,

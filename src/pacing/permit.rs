@@ -81,7 +81,6 @@ impl Permit {
             && info.policies.is_empty();
         let (pause, held, facts, told) = inner.keys.with(key, |state| {
             let before = observer.listens().then(|| state.quota.model(now));
-            state.quota.counted_with_others(learns);
             let pause = state.quota.observe(now, reservation.ticket, outcome, info);
             // A window's end learned as an upper bound (late by a round trip already) is
             // kept as it is: its windows begin with their first request, whoever sends it.

@@ -731,25 +731,36 @@ async fn a_bucket_without_a_rate_probes_new_keys_and_shares_what_responses_state
     assert!(store.notes.lock().unwrap().is_empty());
 }
 
-/// A window that counted more than this process sent into it (other processes' requests)
-/// reads to the process as one that frees slot by slot, and its budget then also takes off
-/// the requests answered while each one was out. What it shares is what the answer states
-/// less only its own requests still out that were sent after the one answered (those sent
-/// before reached the server first, and are counted in it): the store keeps a window's least
-/// count, and each request taken off twice idled a slot there for the window.
-#[tokio::test(start_paused = true)]
-async fn an_answer_shares_what_it_states_less_only_the_requests_still_out() {
+/// A pacer that shares what it learns through a [`NotingStore`], and the store.
+fn noting_learner() -> (Arc<NotingStore>, Pacer) {
     let store = Arc::new(NotingStore::default());
     let pacer = Pacer::builder()
         .shared(SharedBucket::learned_from_store(store.clone()))
         .build();
-    let stated = |remaining| RateLimitInfo {
+    (store, pacer)
+}
+
+/// An answer of a window of 20 per 2 s that states `remaining` left and a reset in 2 s.
+fn twenty_per_two_seconds(remaining: u64) -> RateLimitInfo {
+    RateLimitInfo {
         limit: Some(20),
         remaining: Some(remaining),
         reset: Some(Duration::from_secs(2)),
         window: Some(Duration::from_secs(2)),
         ..RateLimitInfo::default()
-    };
+    }
+}
+
+/// A window that counted more than this process sent into it (other processes' requests).
+/// What it shares is what the answer states less only its own requests still out that were
+/// sent after the one answered (those sent before reached the server first, and are counted
+/// in it): the store keeps a window's least count, and each request taken off twice (once
+/// read as a window that frees slot by slot, the requests answered while each one was out
+/// were taken off too) idled a slot there for the window.
+#[tokio::test(start_paused = true)]
+async fn an_answer_shares_what_it_states_less_only_the_requests_still_out() {
+    let (store, pacer) = noting_learner();
+    let stated = twenty_per_two_seconds;
     let first = pacer.acquire("k", 1).await.unwrap();
     first.finish(StatusCode::OK, &stated(19)).await;
     // The next window: its first answer counts five, one of them ours.
@@ -772,6 +783,31 @@ async fn an_answer_shares_what_it_states_less_only_the_requests_still_out() {
     let shared = notes.last().and_then(|(_, facts)| facts.left);
     assert_eq!(shared.map(|(left, _)| left), Some(12), "{notes:?}");
     c.finish(StatusCode::OK, &stated(11)).await;
+}
+
+/// A pacer sharing what it learns marks its keys as spent by other processes too: the first
+/// answer after its roll that counts the whole quota spent, one request of it ours, is the
+/// others' (one of them began the window 60 ms after the roll), and the end shared is the
+/// one that answer states, not the end the roll projected (the first window's plus a
+/// window, early: the answer came at 2.06 s, and the window it counts in ends 2 s after it
+/// began).
+#[tokio::test(start_paused = true)]
+async fn a_learning_pacer_takes_a_full_count_after_its_roll_for_the_other_processes() {
+    let (store, pacer) = noting_learner();
+    let stated = twenty_per_two_seconds;
+    let first = pacer.acquire("k", 1).await.unwrap();
+    first.finish(StatusCode::OK, &stated(19)).await;
+    tokio::time::sleep(Duration::from_millis(2060)).await;
+    let ours = pacer.acquire("k", 1).await.unwrap();
+    ours.finish(StatusCode::OK, &stated(0)).await;
+    let notes = store.notes.lock().unwrap().clone();
+    let ends = notes
+        .last()
+        .and_then(|(_, facts)| facts.left)
+        .map(|(_, ends)| ends);
+    // Read as a sliding log's leftovers, the window ended at the roll's 2 s plus 2 s: 1.94 s
+    // from this answer.
+    assert_eq!(ends, Some(Duration::from_secs(2)), "{notes:?}");
 }
 
 /// A learned count that records notes and gates, and whose takes wait while `hold` is set
